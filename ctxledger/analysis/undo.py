@@ -35,6 +35,7 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import recorded_loop, with_loop
 from ctxledger.messages import stored_role
 
 
@@ -132,7 +133,7 @@ def _revert_events(
             reason="revert",
             compaction_id=record.compaction_id,
             encoding=tip_view.encoding,
-            config=ledger.config.to_snapshot(),
+            config=with_loop(ledger.config.to_snapshot(), recorded_loop(tip_view.config)),
         )
     ]
     # the projection carries the tip's pins; pins the compaction had dropped come back here

@@ -7,9 +7,11 @@ decisions), model switches, learned limits, pins and system prompt changes — a
 skips, warnings and cooldowns are *decisions*, so they are not steps: the what-if
 service makes its own.
 
-:func:`drive` plays steps through a :class:`ContextService` with the agent loop of
-HERMES_SPEC §2: ``hygiene`` before each user turn, ``preflight`` after the user
-message, ``report_usage`` for each model response. It is also how tests and the
+:func:`drive` (:mod:`~ctxledger.analysis.whatif_drive`) plays steps through a
+:class:`ContextService` with the agent loop of the host that recorded the chain
+(:mod:`~ctxledger.analysis.whatif_loop`; HERMES_SPEC §2's when it said nothing:
+``hygiene`` before each user turn, ``preflight`` after the user message), and
+``report_usage`` for each model response. It is also how tests and the
 benchmarks record a generated session (:func:`scripted_steps`), so a what-if with
 the recorded configuration reproduces such a chain exactly.
 
@@ -33,9 +35,8 @@ provider error about the recorded view) and reverts.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,17 @@ from ctxledger.analysis.history import (
     scripted_steps,
 )
 from ctxledger.analysis.replayids import PresetIds, ReplayClock
+from ctxledger.analysis.whatif_drive import (
+    CallTokens,
+    DriveResult,
+    drive,
+    start_and_drive,
+    with_loop_note,
+)
+from ctxledger.analysis.whatif_drive import _usage_report as _usage_report  # (tests read it here)
+from ctxledger.analysis.whatif_loop import (
+    replay_loop,
+)
 from ctxledger.analysis.whatif_warnings import comparison_warnings
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
@@ -69,203 +81,8 @@ from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.ledger.facade import Ledger
-from ctxledger.limits import replaying_recorded
-from ctxledger.messages import JSON, role_of
+from ctxledger.ledger.spec import check_loop
 from ctxledger.runtime.service import ContextService
-from ctxledger.usage import check_usage_report, normalize_usage
-
-# --------------------------------------------------------------------------- driving
-
-
-class CallTokens(msgspec.Struct, frozen=True, kw_only=True):
-    """One model call: the prompt it sent (and what the recorded call sent, in a replay)."""
-
-    turn: int
-    session_id: str
-    tokens: int
-    recorded: int | None = None
-
-
-class DriveResult(msgspec.Struct, frozen=True, kw_only=True):
-    session_id: str
-    calls: list[CallTokens]
-    notes: list[str]
-
-
-def _usage_report(step: UsageStep, live: int) -> JSON:
-    """The usage report a recorded response gives in the what-if: the recorded one when
-    the what-if view is the recorded view, or when it held no prompt count (no usage, or
-    a reported 0: no count, as in the live run); else the provider's prompt rescaled to
-    the what-if view, never below 1 (a count stays a count). A recorded report that
-    today's checks refuse (older code took ``100.5`` tokens) is rebuilt from the
-    figures the ledger recorded for it."""
-    # (a scripted step records no prompt: its count is the what-if view's)
-    counted = step.reported and (step.recorded_prompt is None or step.recorded_prompt > 0)
-    raw = step.raw if step.raw is not None and _acceptable(step.raw) else None
-    if not counted:
-        if raw is not None:
-            return raw
-        return (
-            {"prompt_tokens": 0, "completion_tokens": step.output_tokens} if step.reported else {}
-        )
-    if raw is not None and step.recorded_live == live:
-        return raw  # the same view: nothing to rescale
-    prompt = max(1, live + step.offset)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": step.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": min(step.cache_read, prompt)},
-    }
-
-
-def _acceptable(raw: JSON) -> bool:
-    """Whether today's ``report_usage`` takes recorded report `raw` as it is."""
-    try:
-        check_usage_report(raw, None, None)
-        normalize_usage(raw)
-    except InvalidInput:
-        return False
-    return True
-
-
-class _Driver:
-    def __init__(
-        self, svc: ContextService, session_id: str, ids: PresetIds | None, clock: ReplayClock | None
-    ) -> None:
-        self.svc, self.sid, self.ids, self.clock = svc, session_id, ids, clock
-        self.turn = 0
-        self.calls: list[CallTokens] = []
-        self.notes: list[str] = []
-
-    async def play(self, step: Step) -> None:
-        if self.clock is not None and step.at is not None:
-            self.clock.now = max(self.clock.now, step.at)
-        svc = self.svc
-        if isinstance(step, AppendStep):
-            await self._append(step)
-        elif isinstance(step, UsageStep):
-            live = svc.ledger.transcript.total_tokens(svc.tip(self.sid))
-            self.calls.append(
-                CallTokens(
-                    turn=self.turn,
-                    session_id=svc.tip(self.sid),
-                    tokens=max(0, live + step.offset),
-                    recorded=step.recorded_prompt,
-                )
-            )
-            raw = _usage_report(step, live)
-            result = await svc.report_usage(
-                self.sid,
-                raw,
-                model=_usage_model(step.model),
-                cost_usd=_cost(step.cost_usd),
-                tool_calls=step.tool_calls,
-            )
-            self.sid = result.session_id
-        elif isinstance(step, CompressStep) and step.beyond is not None:
-            source = f"the host's decision, replayed: estimate + {step.beyond:,} tokens it counted"
-            result = await svc.host_compress(
-                self.sid,
-                source,
-                beyond=step.beyond,
-                focus=step.focus,
-                agent=step.agent,
-                refused=step.refused,
-            )
-            self.sid = result.session_id
-        elif isinstance(step, CompressStep):
-            self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
-        elif isinstance(step, ModelStep):
-            self.sid = (
-                await svc.switch_model(
-                    self.sid,
-                    _model(step.model),
-                    step.context_length,
-                    scoped_guards=step.scoped_guards,
-                )
-            ).session_id
-        elif isinstance(step, LimitStep):
-            svc.ledger.learn_context_limit(
-                svc.tip(self.sid),
-                step.context_length,
-                step.evidence,
-                scoped_guards=step.scoped_guards,
-            )
-        elif isinstance(step, SystemStep):
-            role = role_of(step.role)
-            self.sid = (await svc.set_system_prompt(self.sid, step.text, role=role)).session_id
-        else:
-            self._pin(step)
-
-    async def _append(self, step: AppendStep) -> None:
-        svc = self.svc
-        if step.user_turn:
-            self.turn += 1
-            self.sid = (await svc.hygiene(self.sid)).session_id
-        if self.ids is not None and step.message_ids is not None:
-            self.ids.preset(step.message_ids)
-        try:
-            self.sid = (await svc.append(self.sid, step.messages)).session_id
-        except InvalidInput as exc:
-            self.notes.append(f"turn {self.turn}: an append was skipped: {exc}")
-        finally:
-            if self.ids is not None:
-                self.ids.preset(())
-        if step.user_turn:
-            self.sid = (await svc.preflight(self.sid)).session_id
-
-    def _pin(self, step: PinStep) -> None:
-        tip = self.svc.tip(self.sid)
-        if step.message_id in self.svc.ledger.transcript.session(tip).live:
-            self.svc.ledger.pin(tip, step.message_id, step.pinned)
-        else:
-            self.notes.append(
-                f"turn {self.turn}: pin of {step.message_id} skipped (not in the live view)"
-            )
-
-
-async def drive(
-    svc: ContextService,
-    session_id: str,
-    steps: Iterable[Step],
-    *,
-    ids: PresetIds | None = None,
-    clock: ReplayClock | None = None,
-) -> DriveResult:
-    """Play `steps` through `svc` on the session `session_id` (already started)."""
-    driver = _Driver(svc, session_id, ids, clock)
-    for step in steps:
-        await driver.play(step)
-    return DriveResult(session_id=svc.tip(driver.sid), calls=driver.calls, notes=driver.notes)
-
-
-async def start_and_drive(
-    svc: ContextService, start: StartInfo, steps: Iterable[Step], replay: bool = True, **kw: Any
-) -> DriveResult:
-    """Start the chain's first session as recorded (same id and encoding), then :func:`drive`;
-    `replay=False` (a live recording) checks names and focus as any new input."""
-    spec = start.spec()
-    with replaying_recorded() if replay else contextlib.nullcontext():
-        sid = await svc.start(msgspec.structs.replace(spec, model=_model(spec.model)))
-        return await drive(svc, sid, steps, **kw)
-
-
-# Recorded values replay as recorded: older ledgers hold values today's checks refuse
-# in new input (a blank model name, a negative or NaN cost); the what-if run must not.
-_NO_MODEL = "(no model name recorded)"
-
-
-def _model(model: str) -> str:
-    return model if model.strip() else _NO_MODEL
-
-
-def _usage_model(model: str | None) -> str | None:
-    return model if model is None or model.strip() else None
-
-
-def _cost(cost: float | None) -> float | None:
-    return cost if cost is None or (math.isfinite(cost) and cost >= 0) else None
-
 
 # --------------------------------------------------------------------------- reports
 
@@ -375,14 +192,19 @@ async def replay_into(
     *,
     config: CompressionConfig,
     summarizer: Summarizer | None,
+    loop: str | None = None,
 ) -> DriveResult:
-    """Play a recorded history into `scratch` (whose ids must be a :class:`PresetIds`)."""
+    """Play a recorded history into `scratch` (whose ids must be a :class:`PresetIds`),
+    with the loop `loop` (default: the one the chain's host named, else ``hermes``)."""
     svc = ContextService(scratch, summarizer=summarizer, config=config)
     ids = scratch.ids if isinstance(scratch.ids, PresetIds) else None
     clock = scratch.clock if isinstance(scratch.clock, ReplayClock) else None
     window = config.context_length or hist.start.context_length
-    start = msgspec.structs.replace(hist.start, context_length=window)
-    return await start_and_drive(svc, start, hist.steps, ids=ids, clock=clock)
+    run = replay_loop(hist.start.loop, loop)
+    named = hist.start.loop if loop is None else run
+    start = msgspec.structs.replace(hist.start, context_length=window, loop=named)
+    result = await start_and_drive(svc, start, hist.steps, ids=ids, clock=clock, loop=run)
+    return with_loop_note(result, hist.start.loop, loop, run)
 
 
 @contextlib.contextmanager
@@ -392,16 +214,24 @@ def replay_history(
     config: CompressionConfig | None = None,
     summarizer: Summarizer | None = None,
     out: str | Path | None = None,
+    loop: str | None = None,
 ) -> Iterator[tuple[Ledger, DriveResult]]:
     """Replay `hist` under `config` (default: the recorded one) into a scratch ledger, kept
-    open for the ``with`` block (e.g. to diff it); no report is built (:func:`whatif_report`)."""
+    open for the ``with`` block (e.g. to diff it); no report is built (:func:`whatif_report`).
+    `loop`: the agent loop to replay (default: the recorded host's; :func:`replay_into`)."""
+    if loop is not None:
+        loop = check_loop(loop)  # (before a scratch file is made)
     effective = config or hist.config
     clock = ReplayClock(hist.start.at or 0.0)
     ids = PresetIds(reserved=hist.message_ids)
     with whatif_reads(), scratch_ledger(out, config=effective, ids=ids, clock=clock) as scratch:
         yield (
             scratch,
-            anyio.run(lambda: replay_into(scratch, hist, config=effective, summarizer=summarizer)),
+            anyio.run(
+                lambda: replay_into(
+                    scratch, hist, config=effective, summarizer=summarizer, loop=loop
+                )
+            ),
         )
 
 
@@ -440,14 +270,15 @@ def _report(
         scratch, result.session_id, sum(c.tokens for c in result.calls), len(result.calls)
     )
     turns = _turn_tokens(result.calls)
+    changes = config_changes(hist.config, effective)
     reproduction = _reproduction(
-        ledger, hist, scratch, result.session_id, recorded, alternative, turns
+        ledger, hist, scratch, result.session_id, (recorded, alternative), turns, changes
     )
     return WhatIfReport(
         session_id=sid,
         root=hist.start.session_id,
         summarizer=getattr(summarizer, "kind", "offline") if summarizer is not None else "offline",
-        config_changes=config_changes(hist.config, effective),
+        config_changes=changes,
         recorded=recorded,
         whatif=alternative,
         turns=turns,
@@ -463,11 +294,12 @@ def _reproduction(
     hist: History,
     scratch: Ledger,
     tip: str,
-    recorded: ChainReport,
-    alternative: ChainReport,
+    reports: tuple[ChainReport, ChainReport],
     turns: list[TurnTokens],
+    changes: dict[str, list[Any]],
 ) -> Reproduction:
     """Compare the two chains compaction by compaction and turn by turn (never claims more)."""
+    recorded, alternative = reports
     mine, theirs = chain_signature(ledger, hist.session_id), chain_signature(scratch, tip)
     matching = 0
     for a, b in zip(mine, theirs, strict=False):
@@ -502,7 +334,9 @@ def _reproduction(
         turns_differing=len(differing),
         turns=len(turns),
         differences=differences,
-        warnings=comparison_warnings(ledger, hist, scratch, tip),
+        warnings=comparison_warnings(
+            ledger, hist, scratch, tip, matching=matching, changed=changes
+        ),
     )
 
 
@@ -513,15 +347,17 @@ def whatif(
     config: CompressionConfig | None = None,
     summarizer: Summarizer | None = None,
     out: str | Path | None = None,
+    loop: str | None = None,
 ) -> WhatIfReport:
-    """Re-run the chain of `session_id` under `config` (default: the recorded one) and report.
+    """Re-run the chain of `session_id` under `config` (default: the recorded one) and report;
+    `loop`: the agent loop (default: the one the chain's host named, else ``hermes``).
 
     The original ledger is only read. `summarizer` defaults to the offline one. With a
     history already read, use :func:`replay_history` and :func:`whatif_report`.
     """
     with whatif_reads():
         hist = history(ledger, session_id)
-        with replay_history(hist, config=config, summarizer=summarizer, out=out) as (
+        with replay_history(hist, config=config, summarizer=summarizer, out=out, loop=loop) as (
             scratch,
             result,
         ):

@@ -5,27 +5,40 @@ warnings say when it is not the what-if's fault: the log carries no provider usa
 recorded compaction was the source agent's, the chain was imported (no agent loop
 ran as its messages arrived) while the what-if runs the loop's automatic triggers over
 them, the agent ran preflight where the what-if's loop runs none (after a final answer or
-after tool results), or the what-if's hygiene compacted where the agent, which may run
-no hygiene, did not.
+after tool results: a chain recorded before its host named its loop, or a loop chosen
+with ``replay --loop``), or the what-if's hygiene compacted where the agent, which may
+run no hygiene, did not.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.history import History, UsageStep
+from ctxledger.analysis.whatif_loop import EVERY_CALL, HERMES, PER_RUN
 from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import recorded_loop
 
 #: triggers the what-if's loop fires on its own (HERMES_SPEC §2), as opposed to a
 #: compaction a step asked for (``manual``) or one an import recorded
 _AUTOMATIC = frozenset({"preflight", "in_loop", "hygiene", "overflow"})
 
 
-def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str) -> list[str]:
+def comparison_warnings(
+    ledger: Ledger,
+    hist: History,
+    scratch: Ledger,
+    tip: str,
+    *,
+    matching: int = 0,
+    changed: Collection[str] = (),
+) -> list[str]:
     """The warnings of the what-if of `hist` (recorded in `ledger`) whose chain ends at
-    `tip` in `scratch`."""
+    `tip` in `scratch`; its first `matching` compactions match the recorded ones, and it
+    ran with the settings named in `changed` changed."""
     out: list[str] = []
     usage = [s for s in hist.steps if isinstance(s, UsageStep)]
     if not usage or not any(s.recorded_prompt for s in usage):
@@ -47,46 +60,67 @@ def comparison_warnings(ledger: Ledger, hist: History, scratch: Ledger, tip: str
     doubled = len(_doubled(whatif)) - len(_doubled(recorded))
     if doubled > 0:
         out.append(_doubled_warning(doubled, recorded))
-    out.extend(_loop_warnings(ledger, recorded, whatif))
+    loop = recorded_loop(scratch.transcript.session(scratch.chains.root(tip)).config) or HERMES
+    if not any(key.startswith("hygiene_") for key in changed):
+        out.extend(_hygiene_warning(recorded, whatif))
+    out.extend(_loop_warnings(ledger, recorded[matching:], loop))
     return out
 
 
-def _loop_warnings(
-    ledger: Ledger, recorded: list[CompactionRecord], whatif: list[CompactionRecord]
-) -> list[str]:
-    """Where the what-if's loop (hygiene before a user turn, preflight right after it)
-    checks at other points than the agent did: the adapters and the proxy run no hygiene,
-    and run preflight before every model call (an Agents SDK session also when a run
-    reads its history, after the previous run's final answer)."""
-    out: list[str] = []
+def _hygiene_warning(recorded: list[CompactionRecord], whatif: list[CompactionRecord]) -> list[str]:
+    """The what-if's hygiene compactions when the recording has none (under its recorded
+    hygiene settings: changed ones are the what-if's point)."""
     hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
-    if hygiene and not any(r.switch.trigger == "hygiene" for r in recorded):
-        out.append(
-            f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
-            "the last prompt the provider counted) and the recording has none: an agent that "
-            "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
-            "run none) never compacts there"
-        )
-    answered, tools = _preflight_points(ledger, recorded)
-    if answered or tools:
-        out.append(
-            f"{answered + tools} recorded compaction(s) ran preflight where the what-if's loop "
-            f"runs none: {answered} after a final answer (an Agents SDK session checks when a "
-            f"run reads its history), {tools} after tool results (the LangChain middleware, "
-            "the proxy and an Agents SDK session check before every model call); the "
-            "what-if runs preflight only right after a user message, so it compacts later "
-            "there and cannot match them"
-        )
-    return out
+    if not hygiene or any(r.switch.trigger == "hygiene" for r in recorded):
+        return []
+    return [
+        f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
+        "the last prompt the provider counted) and the recording has none: an agent that "
+        "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
+        "run none) never compacts there (`replay --loop` replays another loop)"
+    ]
 
 
-def _preflight_points(ledger: Ledger, recorded: list[CompactionRecord]) -> tuple[int, int]:
+def _loop_warnings(ledger: Ledger, unmatched: list[CompactionRecord], loop: str) -> list[str]:
+    """Where the what-if's `loop` (:mod:`~ctxledger.analysis.whatif_loop`) checks at other
+    points than the agent did. ``hermes`` runs hygiene before a user turn and preflight
+    right after it, where the adapters and the proxy run no hygiene and check before
+    every model call or when a run reads its history; ``every_call`` checks after tool
+    results but not after a final answer, ``per_run`` the other way round. Only the
+    `unmatched` recorded compactions are counted: one the what-if reproduced is no
+    reason to doubt it."""
+    # (per_run checks after a final answer is saved, every_call after tool results)
+    answered, tools = _preflight_points(
+        ledger, unmatched, answered=loop != PER_RUN, tools=loop != EVERY_CALL
+    )
+    if not answered and not tools:
+        return []
+    if loop != HERMES:
+        where = "after a final answer" if answered else "after tool results"
+        return [
+            f"{answered + tools} recorded compaction(s) ran preflight {where}, where the "
+            f"what-if's {loop.replace('_', '-')} loop runs none, so it cannot match them"
+        ]
+    return [
+        f"{answered + tools} recorded compaction(s) ran preflight where the what-if's loop "
+        f"runs none: {answered} after a final answer (an Agents SDK session checks when a "
+        f"run reads its history), {tools} after tool results (the LangChain middleware and "
+        "the proxy check before every model call); the what-if runs preflight only right "
+        "after a user message, so it compacts later there and cannot match them "
+        "(`replay --loop per-run` or `--loop every-call` replays those hosts' loops)"
+    ]
+
+
+def _preflight_points(
+    ledger: Ledger, recorded: list[CompactionRecord], *, answered: bool, tools: bool
+) -> tuple[int, int]:
     """How many recorded preflight compactions were made after a final answer (the view
     they compacted ends in an assistant message without tool calls) and after tool
     results (it ends in a tool message): not right after a user message, where the
     what-if's loop runs preflight. A host's own decision (``host_compress``: Hermes) is
-    left out: the what-if replays it."""
-    answered = tools = 0
+    left out: the what-if replays it. Only the kinds asked for (`answered`, `tools`) are
+    counted (the other is 0)."""
+    counts = [0, 0]
     for r in recorded:
         if r.switch.trigger != "preflight":
             continue
@@ -94,20 +128,21 @@ def _preflight_points(ledger: Ledger, recorded: list[CompactionRecord]) -> tuple
         last = ledger.transcript.messages_of(live[-1:])[0] if live else {}  # (its body only)
         role = last.get("role")
         final = role == "assistant" and not last.get("tool_calls")
-        if (final or role == "tool") and not _host_decided(ledger, r):
-            answered += final
-            tools += role == "tool"
-    return answered, tools
+        if ((final and answered) or (role == "tool" and tools)) and not _host_decided(ledger, r):
+            counts[0 if final else 1] += 1
+    return counts[0], counts[1]
 
 
 def _host_decided(ledger: Ledger, r: CompactionRecord) -> bool:
-    """Whether the check that made compaction `r` was a host's decision."""
-    checks = [
-        x.event
-        for x in ledger.store.read_session(r.session_id)
-        if isinstance(x.event, CompressionChecked) and x.seq < r.seq
-    ]
-    return bool(checks) and checks[-1].details.get("decided_by") == "host"
+    """Whether the check that made compaction `r` was a host's decision (its session's
+    last check before it)."""
+    last = None
+    for x in ledger.store.read_session(r.session_id):
+        if x.seq >= r.seq:
+            break
+        if isinstance(x.event, CompressionChecked):
+            last = x.event
+    return last is not None and last.details.get("decided_by") == "host"
 
 
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:

@@ -47,12 +47,12 @@ from ctxledger.errors import InvalidInput
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
+from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import content_text
 from ctxledger.terminal import block, styled
 
 if TYPE_CHECKING:
     from ctxledger.analysis.history import History
-    from ctxledger.analysis.whatif import WhatIfReport
 
 _SHOWN_FACTS = 12
 
@@ -217,6 +217,12 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
     default=None,
     help="Resolve B in this other ledger, a file or a URL (e.g. a what-if kept with `replay --out`).",
 )
+@click.option(
+    "--loop",
+    default=None,
+    metavar="hermes|every-call|per-run",
+    help="What-if: check for compaction where this agent loop checks (as `replay --loop`).",
+)
 @json_option
 @quiet_option
 @click.pass_context
@@ -228,21 +234,23 @@ def diff_cmd(
     config_path: Path | None,
     summarizer_kind: str | None,
     b_db: str | None,
+    loop: str | None,
     as_json: bool,
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points (see show --help) or compactions.
 
     With only A (a compaction): the view it replaced vs the view it made.
     """
+    loop = None if loop is None else check_loop(loop)  # (before the ledger is opened)
     ledger = state_of(ctx).ledger(reads=True)
-    if config_path is not None or summarizer_kind is not None:
+    if any(x is not None for x in (config_path, summarizer_kind, loop)):
         if b is not None or b_db is not None:
             raise InvalidInput(
                 "--config compares A with its own what-if replay: give no B and no --b-db"
             )
         with spinner(ctx, f"replaying the history of {a} (what-if)"):
             report: DiffReport | SummaryDiff = _whatif_diff(
-                ctx, ledger, a, config_path, summarizer_kind
+                ctx, ledger, a, (config_path, summarizer_kind, loop)
             )
     elif b_db is not None:
         if b is None:
@@ -259,33 +267,29 @@ def diff_cmd(
         _print_diff(report)
 
 
-def _whatif_diff(
-    ctx: click.Context,
-    ledger: Ledger,
-    a: str,
-    config_path: Path | None,
-    summarizer_kind: str | None,
-) -> DiffReport:
+#: a what-if diff's ``--config``, ``--summarizer`` and ``--loop``
+_WhatIfArgs = tuple[Path | None, str | None, str | None]
+
+
+def _whatif_diff(ctx: click.Context, ledger: Ledger, a: str, args: _WhatIfArgs) -> DiffReport:
     from ctxledger.analysis.whatif import history, whatif_reads
 
     with whatif_reads():  # a large content is read once for the history and the replay
-        return _replayed_diff(ctx, ledger, history(ledger, a), config_path, summarizer_kind)
+        return _replayed_diff(ctx, ledger, history(ledger, a), args)
 
 
 def _replayed_diff(
-    ctx: click.Context,
-    ledger: Ledger,
-    hist: History,
-    config_path: Path | None,
-    summarizer_kind: str | None,
+    ctx: click.Context, ledger: Ledger, hist: History, args: _WhatIfArgs
 ) -> DiffReport:
     from ctxledger.analysis.whatif import replay_history
     from ctxledger.cli.compress import make_summarizer
 
+    config_path, summarizer_kind, loop = args
     # the file overrides the recorded settings (keys it does not set keep their values)
     config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
     summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    with replay_history(hist, config=config, summarizer=summarizer) as (scratch, result):
+    replayed = replay_history(hist, config=config, summarizer=summarizer, loop=loop)
+    with replayed as (scratch, result):
         # only the two views are compared: no what-if report (two chain audits) is built
         tip, alt_tip = ledger.tip(hist.session_id), scratch.tip(result.session_id)
         recorded = session_view(ledger, tip, label=f"{tip} (recorded)")
@@ -490,109 +494,3 @@ def print_drift(report: DriftReport) -> None:
                 f"    config {key}: recorded snapshot says {recorded!r}, the plan was made with {planned!r}",
                 markup=False,
             )
-
-
-def run_whatif(
-    ctx: click.Context,
-    ledger: Ledger,
-    session_id: str,
-    config_path: Path | None,
-    summarizer_kind: str | None,
-    out_path: Path | None,
-    as_json: bool,
-) -> None:
-    """``replay SESSION --config OTHER.toml [--summarizer] [--out FILE]``."""
-    from ctxledger.analysis.whatif import history, whatif_reads
-
-    with whatif_reads():  # a large content is read once for the history, replay and report
-        hist = history(ledger, session_id)  # the recorded config and the replayed steps
-        report = _replayed_report(
-            ctx, ledger, session_id, hist, config_path, summarizer_kind, out_path
-        )
-    if as_json:
-        emit_json(report)
-        return
-    _print_whatif(report)
-
-
-def _replayed_report(
-    ctx: click.Context,
-    ledger: Ledger,
-    session_id: str,
-    hist: History,
-    config_path: Path | None,
-    summarizer_kind: str | None,
-    out_path: Path | None,
-) -> WhatIfReport:
-    from ctxledger.analysis.whatif import replay_history, whatif_report
-    from ctxledger.cli.compress import make_summarizer
-
-    # the file overrides the recorded settings (keys it does not set keep their values)
-    config = state_of(ctx).config(config_path, base=hist.config) if config_path else hist.config
-    summarizer = make_summarizer(summarizer_kind, config) if summarizer_kind else None
-    with (
-        spinner(ctx, f"replaying the history of {session_id} (what-if)"),
-        replay_history(hist, config=config, summarizer=summarizer, out=out_path) as (
-            scratch,
-            result,
-        ),
-    ):
-        return whatif_report(
-            ledger, hist, scratch, result, config=config, summarizer=summarizer, out=out_path
-        )
-
-
-def _print_whatif(report: WhatIfReport) -> None:
-    """The what-if beside the recorded chain, then what it reproduced and what differs."""
-    changes = ", ".join(
-        f"{k}: {old!r} → {new!r}" for k, (old, new) in report.config_changes.items()
-    )
-    console.print(
-        f"what-if of {report.root} ({report.summarizer} summarizer): {changes or 'recorded config'}",
-        markup=False,
-    )
-    table = Table("", "recorded", "what-if")
-    rec, alt = report.recorded, report.whatif
-    rows = [
-        ("compactions", len(rec.compactions), len(alt.compactions)),
-        ("model calls", rec.model_calls, alt.model_calls),
-        ("tokens sent", rec.tokens_sent, alt.tokens_sent),
-        ("summarizer tokens", rec.summarizer_tokens, alt.summarizer_tokens),
-        (
-            "facts still known",
-            f"{rec.facts_known_now}/{rec.facts}",
-            f"{alt.facts_known_now}/{alt.facts}",
-        ),
-    ]
-    for name, x, y in rows:
-        table.add_row(
-            name,
-            f"{x:,}" if isinstance(x, int) else str(x),
-            f"{y:,}" if isinstance(y, int) else str(y),
-        )
-    table.add_row("retention", f"{rec.retention:.0%}", f"{alt.retention:.0%}")
-    console.print(table)
-    repro = report.reproduction
-    if report.reproduces_recorded:
-        console.print(
-            styled(
-                (
-                    "the what-if reproduces the recorded chain exactly: every compaction "
-                    "(inputs, summary, layout, tokens) and every turn's prompt tokens match",
-                    "green",
-                )
-            )
-        )
-    elif repro is not None:
-        console.print(
-            f"reproduced: {repro.matching_compactions} of {repro.compactions[0]} recorded "
-            f"compactions; {repro.turns - repro.turns_differing} of {repro.turns} turns' prompt tokens"
-        )
-        for line in repro.differences:
-            console.print(f"differs: {line}")
-    for line in repro.warnings if repro is not None else ():
-        console.print(styled(("warning:", "yellow"), f" {line}"))
-    for note in report.notes:
-        console.print(styled((f"note: {note}", "dim")))
-    if report.out:
-        console.print(f"what-if ledger kept in {report.out} (tip {alt.tip})", markup=False)

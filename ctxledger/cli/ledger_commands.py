@@ -38,6 +38,7 @@ from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
+from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import audio_reference, content_text, refusal_text
 from ctxledger.terminal import inline, styled
 
@@ -387,6 +388,13 @@ def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: b
     default=None,
     help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).",
 )
+@click.option(
+    "--loop",
+    default=None,
+    metavar="hermes|every-call|per-run",
+    help="What-if: check for compaction where this agent loop checks (default: the loop "
+    "the chain's host named, else hermes).",
+)
 @json_option
 @quiet_option
 @click.pass_context
@@ -398,22 +406,26 @@ def replay(
     config_path: Path | None,
     summarizer_kind: str | None,
     out_path: Path | None,
+    loop: str | None,
     as_json: bool,
 ) -> None:
     """Rebuild the session chain's projections from the log and check they equal the live state.
 
-    With --config or --summarizer: a what-if replay instead (the log is only read).
+    With --config, --summarizer or --loop: a what-if replay instead (the log is only read).
     """
+    if loop is not None:
+        loop = check_loop(loop)  # (before the ledger is opened)
     ledger = state_of(ctx).ledger(reads=True)
     sid = ledger.resolve(session)
-    if config_path is not None or summarizer_kind is not None or out_path is not None:
+    if any(x is not None for x in (config_path, summarizer_kind, out_path, loop)):
         if verify_plans:
             raise InvalidInput(
-                "--verify checks the recorded chain; run it without --config/--summarizer/--out"
+                "--verify checks the recorded chain; run it without "
+                "--config/--summarizer/--out/--loop"
             )
-        from ctxledger.cli.analysis import run_whatif
+        from ctxledger.cli.whatif_command import run_whatif
 
-        run_whatif(ctx, ledger, sid, config_path, summarizer_kind, out_path, as_json)
+        run_whatif(ctx, ledger, sid, config_path, summarizer_kind, out_path, as_json, loop)
         return
     with progress_bar(ctx, "folding events", ledger.store.last_seq()) as advance:
         report = rebuild_check(ledger, sid, progress=advance)

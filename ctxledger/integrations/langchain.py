@@ -21,11 +21,10 @@ The graph state keeps the full history (LangChain's ``SummarizationMiddleware`` 
 the originals in the checkpoint); the compaction history is in the ledger. One ledger
 session per graph thread (``config["configurable"]["thread_id"]``; a run without one is
 the thread ``default:<an id of the run>``, see :meth:`CtxLedgerMiddleware.before_agent`):
-``langchain:<thread>``,
-and ``~2``, ``~3``, ... when the state's history stops being an extension of what the
-ledger saw (messages removed or rewritten), which starts over from the state as it is;
-a history going on from another open generation (two workers that ran the thread at
-once leave two) goes on there (session 36).
+``langchain:<thread>``, and ``~2``, ``~3``, ... when the state's history stops being an
+extension of what the ledger saw (messages removed or rewritten), which starts over from
+the state as it is; a history going on from another open generation (two workers that
+ran the thread at once leave two) goes on there (session 36).
 In ``<thread>`` a ``~``, a ``%``, control characters and bidirectional-text controls
 (session 33; a session recorded before with one as itself goes on under it) are written
 ``%XX``, so no thread id holds the ``~`` of another thread's generation; every other
@@ -592,6 +591,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 tools=tool_schemas(request.tools, self.tools[0]),
                 session_id=sid,
                 title=host_title("langchain thread", thread),
+                loop="every_call",  # preflight before each model call (before_model), no hygiene
             )
         return self._keep(thread, Thread(root, []))
 

@@ -197,6 +197,7 @@ class CtxLedgerSession:
                 system_prompt=self.system_prompt if self._pending is None else self._pending,
                 session_id=sid,
                 title=title,
+                loop="per_run",  # preflight at a run's read and after its final answer's write
             )
         self._generation = generation
         self._pending = None
@@ -396,6 +397,7 @@ class CtxLedgerSession:
                 reason="branch",
                 session_id=next_id,
                 title=title,
+                loop="per_run",
             )
         self._generation += 1  # (only once the branch is there: else the view would be empty)
         if kept:

@@ -27,9 +27,10 @@ from ctxledger.compressor.redact import redact
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryResult
 from ctxledger.compressor.summarizers.fallback import summarize_with_fallback
 from ctxledger.errors import FailureClass, SummarizerError
-from ctxledger.events import CompressionSkipped, Trigger
+from ctxledger.events import CompressionSkipped, Event, SessionStarted, Trigger
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.spec import recorded_loop, with_loop
 from ctxledger.limits import MAX_FOCUS_CHARS, check_limit_variables, check_name
 from ctxledger.projections import Projector
 
@@ -161,12 +162,24 @@ def _record_abort(ledger: Ledger, session_id: str, trigger: Trigger, exc: Summar
     ledger.append_events(session_id, [skipped])
 
 
+def carry_loop(event: Event, loop: str) -> Event:
+    """`event` (a continuation's ``SessionStarted``) naming `loop` in its config snapshot."""
+    if not isinstance(event, SessionStarted):
+        return event
+    return msgspec.structs.replace(event, config=with_loop(event.config, loop))
+
+
 def append_recorded(ledger: Ledger, recorded: RecordedCompaction) -> None:
-    """Append a recorded compaction: both streams in one atomic, checked append."""
+    """Append a recorded compaction: both streams in one atomic, checked append. The
+    continuation's start carries the loop the compacted session's host named."""
+    loop = recorded_loop(ledger.transcript.session(recorded.session_id).config)
+    new_events = recorded.new_events
+    if loop is not None:
+        new_events = [carry_loop(e, loop) for e in new_events]
     ledger.append(
         [
             AppendRequest(recorded.session_id, recorded.old_events, recorded.expected_version),
-            AppendRequest(recorded.new_session_id, recorded.new_events, 0),
+            AppendRequest(recorded.new_session_id, new_events, 0),
         ],
         own=True,  # built here from the projections, handed to no one: folded as written
     )

@@ -61,6 +61,7 @@ from ctxledger.ledger.spec import (
     check_session_id,
     checked_tools,
     prompt_event,
+    with_loop,
 )
 from ctxledger.limits import check_context_length, check_input_text, check_seq, check_text
 from ctxledger.messages import JSON, CallIdRepair, CallLedger, repair_call_ids, validate_messages
@@ -281,7 +282,7 @@ class Ledger:
                 title=spec.title,
                 source=spec.source,
                 encoding=encoding,
-                config=self.config.to_snapshot(),
+                config=with_loop(self.config.to_snapshot(), spec.loop),
             )
         ]
         if system_prompt is not None:

@@ -29,14 +29,19 @@ from ctxledger.messages import check_system_role, stored_role
 from ctxledger.tokens import DEFAULT_ENCODING, check_encoding, count_message
 
 __all__ = [
+    "LOOPS",
+    "LOOP_KEY",
     "SessionSpec",
     "check_end_reason",
+    "check_loop",
     "check_model",
     "check_names",
     "check_session_id",
     "check_title",
     "checked_tools",
     "prompt_event",
+    "recorded_loop",
+    "with_loop",
 ]
 
 
@@ -59,11 +64,41 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     encoding: str = DEFAULT_ENCODING
     #: None: a new id from the ledger's id generator
     session_id: str | None = None
+    #: where the host checks for compaction (:data:`LOOPS`); None: not said (the
+    #: ``SessionStarted.config`` snapshot gets no :data:`LOOP_KEY`)
+    loop: str | None = None
 
     def __post_init__(self) -> None:
         if check_system_role(self.system_role) != "system" and self.system_prompt is None:
             # refused, not kept for a later prompt: a session has no role without a prompt
             raise InvalidInput(f"system_role {self.system_role!r} needs a system_prompt")
+
+
+#: the agent loops a what-if can replay: ``hermes`` (HERMES_SPEC §2: hygiene before a
+#: user turn, preflight after the user message, in-loop after a response asking for
+#: tools), ``every_call`` (no hygiene; preflight before every model call: the LangChain
+#: middleware, the proxy), ``per_run`` (no hygiene; preflight when a run reads its
+#: history and after a run's final answer is saved: the Agents SDK session)
+LOOPS = ("hermes", "every_call", "per_run")
+#: the key of ``SessionStarted.config`` naming the loop of the host that started the
+#: session (absent: not said, read as ``hermes``); compaction continuations carry it
+LOOP_KEY = "agent_loop"
+
+
+def check_loop(loop: object) -> str:
+    """`loop` when it names one of :data:`LOOPS` (``every-call`` is ``every_call``), else
+    InvalidInput naming the choices."""
+    name = loop.replace("-", "_") if isinstance(loop, str) and loop.isascii() else None
+    if name not in LOOPS:
+        if not isinstance(loop, str):
+            shown = repr(loop)[:40]
+        elif loop.isascii():  # (cut inside its quotes)
+            shown = repr(loop[:37]) + ("..." if len(loop) > 37 else "")
+        else:
+            shown = "non-ASCII"
+        choices = ", ".join(x.replace("_", "-") for x in LOOPS)
+        raise InvalidInput(f"loop must be one of {choices} (got {shown})")
+    return name
 
 
 def check_model(model: object) -> str:
@@ -73,6 +108,19 @@ def check_model(model: object) -> str:
     return check_name(check_nonblank(model, "model"), "model", MAX_MODEL_CHARS)
 
 
+def with_loop(snapshot: dict[str, Any], loop: str | None) -> dict[str, Any]:
+    """A ``SessionStarted.config`` `snapshot` naming `loop` (unchanged for None: a session
+    whose host said nothing is recorded as before)."""
+    return snapshot if loop is None else {**snapshot, LOOP_KEY: check_loop(loop)}
+
+
+def recorded_loop(config: Mapping[str, Any]) -> str | None:
+    """The loop a ``SessionStarted.config`` names (None: not said, or not one this
+    version knows)."""
+    loop = config.get(LOOP_KEY)
+    return loop if loop in LOOPS else None
+
+
 def check_names(spec: SessionSpec) -> None:
     """InvalidInput unless the model, title and tokenizer encoding `spec` names can be
     recorded (:func:`check_model`, :func:`check_title`,
@@ -80,6 +128,8 @@ def check_names(spec: SessionSpec) -> None:
     check_model(spec.model)
     check_title(spec.title)
     check_encoding(spec.encoding)
+    if spec.loop is not None:
+        check_loop(spec.loop)
 
 
 def prompt_event(fields: dict[str, Any], text: str, role: object, encoding: str) -> SystemPromptSet:

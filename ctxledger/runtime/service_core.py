@@ -144,8 +144,11 @@ class ServiceCore:
         title: str | None = None,
         session_id: str | None = None,
         system_role: str = "system",
+        loop: str | None = None,
     ) -> str:
-        """Start a session (a branch or delegate names its parent). Returns its id."""
+        """Start a session (a branch or delegate names its parent). Returns its id.
+        `loop`: where the caller checks for compaction (``every_call``, ``per_run``,
+        ``hermes``: :data:`~ctxledger.ledger.spec.LOOPS`), recorded so a what-if replays it."""
         spec = SessionSpec(
             model=model,
             context_length=context_length,
@@ -156,6 +159,7 @@ class ServiceCore:
             reason=reason,
             title=title,
             session_id=session_id,
+            loop=loop,
         )
         return await self.start(spec)
 

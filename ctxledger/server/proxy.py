@@ -193,7 +193,7 @@ class Turn:
         ledger.refresh()
         suffix, role = turn.messages, None
         if family not in ledger.chains.state.sessions:
-            self._check_whole(suffix)
+            check_new_batch(suffix)  # (before it is started: a bad list appends nothing)
             sid = await svc.start_session(
                 model=turn.model,
                 context_length=context_length,
@@ -202,6 +202,7 @@ class Turn:
                 tools=turn.tools or None,
                 session_id=family,
                 title=f"proxy ({self.api.name})",
+                loop="every_call",  # preflight before each model call, no hygiene
             )
         else:
             match, suffix, system_prompt = self._match(family)
@@ -214,7 +215,7 @@ class Turn:
                 self.notices.append(f"session {answered} already answered this history")
                 return
             if match.branch:
-                self._check_whole(suffix)
+                check_new_batch(suffix)
                 parent = ledger.transcript.session(sid)
                 sid = await svc.start_session(
                     model=turn.model,
@@ -225,6 +226,7 @@ class Turn:
                     parent_session_id=sid,
                     reason="branch",
                     title=f"proxy branch of {family}",
+                    loop="every_call",
                 )
                 self.notices.append(
                     f"history diverges from the ledger after {match.common} messages: branched as {sid}"
@@ -263,11 +265,6 @@ class Turn:
         if role is None or system_prompt is None or view.system_prompt is None:
             return None
         return None if view.system_role == role else role
-
-    @staticmethod
-    def _check_whole(messages: list[Any]) -> None:
-        # a new session or branch is checked before it is started: a bad list appends nothing
-        check_new_batch(messages)
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["code_spans", "fenced_blocks", "needed_blocks", "reach"]
+from ctxledger.compressor.factscan import holds_literal
+
+__all__ = ["code_spans", "fenced_blocks", "has_fence_marker", "needed_blocks", "reach"]
 
 #: where a fenced block (``` or ~~~) opens: its fence opens its line (after any blanks:
 #: a list item's block is indented) or ends a line of prose after a blank (``See
@@ -63,12 +65,12 @@ def code_spans(
     Session 35: one reading for the quoted-string mask, before it ```.*?(?:```|$):
     ``~~~`` blocks were not masked, a ```` ```` ```` block ended at a ``` line inside it,
     and 1 MB of two backtick runs gave 166,000 spans. Each run is now matched once."""
-    if "`" not in text and "~~~" not in text:
+    if "`" not in text and not holds_literal(text, "~~~"):
         return []
     until = reach(text, holding) if holding else len(text)
     lines = _Marked(text, holding) if holding and until > _LONG else None
     if blocks is None:
-        blocks = fenced_blocks(text, until) if "```" in text or "~~~" in text else []
+        blocks = fenced_blocks(text, until) if has_fence_marker(text) else []
     spans: list[tuple[int, int]] = []
     done = 0
     for start, end in blocks:
@@ -84,10 +86,17 @@ def needed_blocks(text: str, holding: str, until: int) -> list[tuple[int, int]]:
     """The fenced blocks both ``code_spans(text, holding)`` (none: `holding` empty) and a
     reader of `text` before `until` need, read once (review 2: the constraints and the
     quoted-string mask of a text each read them)."""
-    if "```" not in text and "~~~" not in text:
+    if not has_fence_marker(text):
         return []
     until = max(reach(text, holding) if holding else 0, until)
     return fenced_blocks(text, until) if until > 0 else []
+
+
+def has_fence_marker(text: str) -> bool:
+    """Whether `text` holds a fence marker, three backticks or three tildes (each character
+    looked for first: most long texts hold neither, and a search for the run reads them
+    whole)."""
+    return holds_literal(text, "```") or holds_literal(text, "~~~")
 
 
 def reach(text: str, holding: str) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
-from ctxledger.compressor.factfences import fenced_blocks
+from ctxledger.compressor.factfences import fenced_blocks, has_fence_marker
 from ctxledger.compressor.factpathrules import KNOWN_FILES
 from ctxledger.compressor.factscan import holds_any
 
@@ -492,7 +492,7 @@ def stated(
         return sentences
     if fences is None:  # (review 1: blocks opened after the last sentence's start are not read)
         until = max(position for position, _ in sentences) + 1
-        fences = fenced_blocks(text, until) if "```" in text or "~~~" in text else []
+        fences = fenced_blocks(text, until) if has_fence_marker(text) else []
     starts = [start for start, _ in fences]
     kept: list[tuple[int, str]] = []
     for position, sentence in sentences:

@@ -158,10 +158,8 @@ class Haystack:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        # normalize() is casefolded(normalize_cased()): the cased form is made once
-        # (session 38: a 10 MB message's haystack normalized it twice, 19 ms)
-        self._cased = normalize_cased(text)
-        self.folded = casefolded(self._cased)
+        self.folded = normalize(text)
+        self._cased: str | None = None
         self._exit_codes: frozenset[int] | None = None
         self._escaped: bool | None = None
         #: the words after the escapes of its escaped lines (factescapes), joined,
@@ -176,6 +174,8 @@ class Haystack:
 
     @property
     def cased(self) -> str:
+        if self._cased is None:
+            self._cased = normalize_cased(self.text)
         return self._cased
 
     def holds(self, kind: str, normalized: str, windows: bool = False) -> bool:

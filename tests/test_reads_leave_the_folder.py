@@ -234,11 +234,12 @@ def test_own_0444_read_follows_a_writer_that_came_while_it_chose(
     stamp was taken after the look and kept the writer's files as the baseline)."""
     db, _ = _ledger(tmp_path)
     writable = _own_0444(monkeypatch, db)
-    choose, writers = readonly.read_only_target, []
+    choose, writers, coming = readonly.read_only_target, [], []
 
     def writer_comes(path: str) -> str | None:
         target = choose(path)
-        if not writers:
+        if not writers and not coming:  # (the writer's own open peeks through it too)
+            coming.append(True)
             writers.append(_append(db, writable, "late"))
         return target
 

@@ -229,7 +229,10 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
 def _summary_role(
     layout: Layout, before: Sequence[int], after_first: int
 ) -> tuple[Role, int | None]:
-    """The summary's role, and the index it merges into when both roles would collide."""
+    """The summary's role, and the index it merges into when both roles would collide.
+
+    `before` and `after_first` are what the orphan repair leaves next to the summary
+    (hermes-agent 0.19 looks before its repair; README "Decisions worth knowing")."""
     roles = layout.roles
     pre = roles[before[-1]] if before else None
     post = roles[after_first]

@@ -330,6 +330,7 @@ _REPRODUCERS = [
     "at 2024-05-20 10:00:00-11:30:00, 2024-05-20T10:00:00+0530 and 2024-05-20T10:00-05:00",
     "x.log¹ src/app.py² Dockerfile³ .env⁴",
     r"srv\x.log¹ C:\a\x.log² \\srv\s\x.log³",  # (session 38: a footnote after a Windows path)
+    r"\\\\srv\\\srv \\\\srv\\\\srv \\\\s\\\\\a.log \\\\srv\\srv\ ok",  # (s38: uneven runs)
     "2024-05-20 10:00:00,5,6\n2024-05-20 10:00:00,744,6\n2018-03-25 15:27:29,744 INFO",
     '{"stdout": "total 2\\ndocs\\nsetup.py\\n"}\n"docs\\nsetup.py"\nline\\r\\nlib\\new.py',
 ]
@@ -355,6 +356,11 @@ _PIECES = st.sampled_from(
 @given(st.lists(_PIECES, max_size=30).map("".join), st.sampled_from(("user", "tool")))
 @example("srv\\x.log¹", "user")  # (session 38: the reference read the footnote's mark
 @example("srv\\x.log¹", "tool")  # as more of the Windows path's name, not the matcher)
+@example("\\" * 4 + "srv" + "\\" * 3 + "srv", "user")  # (session 38: the reference read a
+@example("\\" * 4 + "srv" + "\\" * 4 + "srv", "tool")  # run of 3-5 backslashes after a UNC
+@example("\\" * 4 + "srv" + "\\" * 5 + "srv", "tool")  # start as one separator, which the
+@example("\\" * 4 + "srv" + "\\" * 2 + "srv" + "\\", "user")  # matcher does not; both want
+# separators all single or all doubled now, a last one too, as for a drive path since s31)
 def test_the_reference_agrees_on_generated_texts(text: str, role: str) -> None:
     assert extract_facts([_message(text, role)]) == reference.extract_facts([_message(text, role)])
 

@@ -366,6 +366,8 @@ def unc_path(raw: str) -> str | None:
     escaped = "\\\\" in rest
     if lead != (4 if escaped else 2):
         return None
+    if {len(run) for run in re.findall(r"\\+", rest)} - {2 if escaped else 1}:
+        return None  # (session 38: separators all single, or all doubled after four)
     names = rest.split("\\")
     if escaped:
         names = [name for name in names if name] + ([""] if rest.endswith("\\") else [])

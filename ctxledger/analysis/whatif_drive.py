@@ -125,37 +125,9 @@ class _Driver:
         if isinstance(step, AppendStep):
             await self._append(step)
         elif isinstance(step, UsageStep):
-            live = svc.ledger.transcript.total_tokens(svc.tip(self.sid))
-            self.calls.append(
-                CallTokens(
-                    turn=self.turn,
-                    session_id=svc.tip(self.sid),
-                    tokens=max(0, live + step.offset),
-                    recorded=step.recorded_prompt,
-                )
-            )
-            raw = _usage_report(step, live)
-            result = await svc.report_usage(
-                self.sid,
-                raw,
-                model=_usage_model(step.model),
-                cost_usd=_cost(step.cost_usd),
-                tool_calls=step.tool_calls,
-            )
-            self.sid = result.session_id
-            if checks_after(self.loop, step):
-                await self._preflight()
+            await self._usage(step)
         elif isinstance(step, CompressStep) and step.beyond is not None:
-            source = f"the host's decision, replayed: estimate + {step.beyond:,} tokens it counted"
-            result = await svc.host_compress(
-                self.sid,
-                source,
-                beyond=step.beyond,
-                focus=step.focus,
-                agent=step.agent,
-                refused=step.refused,
-            )
-            self.sid = result.session_id
+            await self._host_decision(step, step.beyond)
         elif isinstance(step, CompressStep):
             self.sid = (await svc.compress(self.sid, focus=step.focus)).session_id
         elif isinstance(step, ModelStep):
@@ -179,6 +151,44 @@ class _Driver:
             self.sid = (await svc.set_system_prompt(self.sid, step.text, role=role)).session_id
         else:
             self._pin(step)
+
+    async def _usage(self, step: UsageStep) -> None:
+        """A recorded model response: its report, rescaled to the what-if view."""
+        svc = self.svc
+        live = svc.ledger.transcript.total_tokens(svc.tip(self.sid))
+        self.calls.append(
+            CallTokens(
+                turn=self.turn,
+                session_id=svc.tip(self.sid),
+                tokens=max(0, live + step.offset),
+                recorded=step.recorded_prompt,
+            )
+        )
+        raw = _usage_report(step, live)
+        result = await svc.report_usage(
+            self.sid,
+            raw,
+            model=_usage_model(step.model),
+            cost_usd=_cost(step.cost_usd),
+            tool_calls=step.tool_calls,
+        )
+        self.sid = result.session_id
+        if checks_after(self.loop, step):
+            await self._preflight()
+
+    async def _host_decision(self, step: CompressStep, beyond: int) -> None:
+        """A compaction the host decided on its own, replayed as the host judged it
+        (`beyond`: what it counted past the ledger's view)."""
+        source = f"the host's decision, replayed: estimate + {beyond:,} tokens it counted"
+        result = await self.svc.host_compress(
+            self.sid,
+            source,
+            beyond=beyond,
+            focus=step.focus,
+            agent=step.agent,
+            refused=step.refused,
+        )
+        self.sid = result.session_id
 
     async def _append(self, step: AppendStep) -> None:
         """Append `step` with the checks of the loop (:mod:`~ctxledger.analysis.whatif_loop`)."""

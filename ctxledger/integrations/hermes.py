@@ -71,7 +71,6 @@ from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
-from ctxledger.limits import taking_as_recorded
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
 from ctxledger.tokens import rough_message_tokens
@@ -382,20 +381,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         followed by ``/compress`` or an exit. A ``compress`` whose head would not compact
         starts no branch (:func:`host.head_compacts`)."""
         check_new_messages(head)
-        tip = svc.tip(root)
-        parent = svc.ledger.transcript.session(tip)
-        with taking_as_recorded(parent.system_prompt):  # goes on as recorded
-            branch = await svc.start_session(
-                model=self._model,
-                context_length=self.context_length or parent.context_length,
-                system_prompt=parent.system_prompt,
-                system_role=parent.system_role,
-                parent_session_id=tip,
-                reason="branch",
-                title=svc.ledger.chains.lineage(root).title,
-            )
-        if not parent.ended:
-            await svc.end_session(tip, "branched")
+        branch = await host.branch_tip(svc, root, self._model, self.context_length)
         self._root, self._known, self._seen = branch, [], None
 
     def _lineage(self, host_id: str | None) -> tuple[str, ...]:

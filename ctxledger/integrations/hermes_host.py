@@ -22,7 +22,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title
 from ctxledger.ledger.compaction import compaction_input
-from ctxledger.limits import check_context_length, check_token_count
+from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
 from ctxledger.usage import normalize_usage
 
@@ -346,3 +346,24 @@ def failure_report(result: TurnResult) -> dict[str, Any]:
         out["_last_compress_aborted"] = True
         out["_last_summary_error"] = result.aborted
     return out
+
+
+async def branch_tip(svc: ContextService, root: str, model: str, context_length: int | None) -> str:
+    """A branch of chain `root`'s tip (``CtxLedgerEngine._branch``): a new session with
+    the tip's system prompt and role, going on as recorded, titled as the chain; the old
+    tip ends, superseded. Returns the branch's id."""
+    tip = svc.tip(root)
+    parent = svc.ledger.transcript.session(tip)
+    with taking_as_recorded(parent.system_prompt):  # goes on as recorded
+        branch = await svc.start_session(
+            model=model,
+            context_length=context_length or parent.context_length,
+            system_prompt=parent.system_prompt,
+            system_role=parent.system_role,
+            parent_session_id=tip,
+            reason="branch",
+            title=svc.ledger.chains.lineage(root).title,
+        )
+    if not parent.ended:
+        await svc.end_session(tip, "branched")
+    return branch

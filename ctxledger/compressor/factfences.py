@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ctxledger.compressor.factscan import holds_literal
+from ctxledger.compressor.factscan import holds_any
 
 __all__ = ["code_spans", "fenced_blocks", "has_fence_marker", "needed_blocks", "reach"]
 
@@ -65,7 +65,7 @@ def code_spans(
     Session 35: one reading for the quoted-string mask, before it ```.*?(?:```|$):
     ``~~~`` blocks were not masked, a ```` ```` ```` block ended at a ``` line inside it,
     and 1 MB of two backtick runs gave 166,000 spans. Each run is now matched once."""
-    if "`" not in text and not holds_literal(text, "~~~"):
+    if "`" not in text and not holds_any(text, ("~~~",)):
         return []
     until = reach(text, holding) if holding else len(text)
     lines = _Marked(text, holding) if holding and until > _LONG else None
@@ -96,7 +96,7 @@ def has_fence_marker(text: str) -> bool:
     """Whether `text` holds a fence marker, three backticks or three tildes (each character
     looked for first: most long texts hold neither, and a search for the run reads them
     whole)."""
-    return holds_literal(text, "```") or holds_literal(text, "~~~")
+    return holds_any(text, ("```", "~~~"))
 
 
 def reach(text: str, holding: str) -> int:

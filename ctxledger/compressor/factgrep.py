@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
-from ctxledger.compressor.factscan import holds_literal
+from ctxledger.compressor.factscan import holds_any
 
 __all__ = ["LINE_NUMBER", "branch_spans", "context_spans", "grep_follows", "tree_follows"]
 
@@ -100,7 +100,7 @@ _BRANCH = re.compile(r"^[ \t|]*[|`+]-{2,}(?=[\w.])", re.MULTILINE)
 def branch_spans(text: str) -> list[tuple[int, int]]:
     """The spans of a tree's branches glued to a name (``|----``, ``|   `--``), each
     from its line's start: blanked, a path is found as after a blank."""
-    return [match.span() for match in _BRANCH.finditer(text)] if holds_literal(text, "--") else []
+    return [match.span() for match in _BRANCH.finditer(text)] if holds_any(text, ("--",)) else []
 
 
 def tree_follows(text: str) -> list[str] | None:

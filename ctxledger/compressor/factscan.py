@@ -18,7 +18,6 @@ __all__ = [
     "casefolded",
     "has_any",
     "holds_any",
-    "holds_literal",
     "line_matches",
     "lowered",
     "may_have_digit",
@@ -52,16 +51,12 @@ def has_any(text: str, literals: tuple[str, ...]) -> bool:
     return len(text) < _SMALL or any(_holds(text, literal) for literal in literals)
 
 
-def holds_literal(text: str, literal: str) -> bool:
-    """``literal in text``; a long text is first asked for the literal's characters (see
-    _holds: ``"```" in text`` reads 10 MB without a backtick in ~6 ms, ``"`" in text`` in
-    ~0.2 ms), a short one at once."""
-    return literal in text if len(text) < _SMALL else _holds(text, literal)
-
-
 def holds_any(text: str, literals: tuple[str, ...]) -> bool:
-    """Whether `text` holds one of `literals`, whatever its length (each literal's
-    characters looked for first: see _holds)."""
+    """Whether `text` holds one of `literals`, whatever its length: a long text is first
+    asked for each literal's characters (see _holds: ``"```" in text`` reads 10 MB
+    without a backtick in ~6 ms, ``"`" in text`` in ~0.2 ms), a short one at once."""
+    if len(text) < _SMALL:
+        return any(literal in text for literal in literals)
     return any(_holds(text, literal) for literal in literals)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 
-from ctxledger.compressor.factscan import holds_literal
+from ctxledger.compressor.factscan import holds_any
 
 __all__ = ["range_spans", "sed_spans"]
 
@@ -47,7 +47,7 @@ def range_spans(text: str) -> list[tuple[int, int]]:
     reads to the next quote, ``/`` or line end at most, each line is looked at once for
     a program, and a start inside a span is skipped: linear."""
     spans: list[tuple[int, int]] = []
-    if not holds_literal(text, "/,"):
+    if not holds_any(text, ("/,",)):
         return spans
     line_start, line_end = 0, -1
     tools: list[int] = []  # where the line's programs and commands' ends are

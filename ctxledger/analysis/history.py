@@ -37,7 +37,7 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec, recorded_loop
 from ctxledger.messages import JSON, StoredRole, role_of
 from ctxledger.projections import Projector
-from ctxledger.runtime.engine import host_agent
+from ctxledger.runtime.engine import decided_by_host, host_agent
 from ctxledger.tokens import count_message
 
 # --------------------------------------------------------------------------- steps
@@ -251,8 +251,7 @@ def _start_info(ledger: Ledger, root: str) -> StartInfo:
 def _host_decided(e: CompressionChecked | CompressionSkipped) -> bool:
     """A host's own decision to compact (:meth:`ContextService.host_compress`), read once:
     its first attempt's check, or the skip its guards recorded instead."""
-    details = e.details
-    return details.get("decided_by") == "host" and details.get("attempt", 1) == 1
+    return decided_by_host(e) and e.details.get("attempt", 1) == 1
 
 
 def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:

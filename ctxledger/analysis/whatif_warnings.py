@@ -21,6 +21,7 @@ from ctxledger.analysis.whatif_loop import EVERY_CALL, HERMES, PER_RUN
 from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import recorded_loop
+from ctxledger.runtime.engine import decided_by_host
 
 #: triggers the what-if's loop fires on its own (HERMES_SPEC §2), as opposed to a
 #: compaction a step asked for (``manual``) or one an import recorded
@@ -142,7 +143,7 @@ def _host_decided(ledger: Ledger, r: CompactionRecord) -> bool:
             break
         if isinstance(x.event, CompressionChecked):
             last = x.event
-    return last is not None and last.details.get("decided_by") == "host"
+    return last is not None and decided_by_host(last)
 
 
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:

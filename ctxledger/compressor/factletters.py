@@ -83,6 +83,10 @@ def _fold(char: str) -> str:
     return unicodedata.normalize("NFKC", char).casefold().replace("\\", "/")
 
 
+#: one character as the audit's matcher reads it (cached; the separator checks use it)
+matcher_fold = _fold
+
+
 #: what may be more of a name after a path as written: ASCII name characters, dots,
 #: dashes and any character that is not ASCII (read folded: :func:`folded_after`)
 _RUN_AFTER = re.compile("[A-Za-z0-9_.\\-\x80-\U0010ffff]*+")

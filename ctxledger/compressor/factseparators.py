@@ -26,7 +26,8 @@ matcher finds:
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from ctxledger.compressor.factletters import matcher_fold
 
 __all__ = [
     "BACKSLASH_RUNS",
@@ -85,8 +86,7 @@ def folded_separator_before(text: str, start: int) -> bool:
     `start` is a URL's or a longer path's tail to the matcher."""
     if start < 1 or text[start - 1].isascii():
         return False
-    folded = unicodedata.normalize("NFKC", text[start - 1]).casefold()
-    return folded.endswith((":", "/", "\\"))
+    return matcher_fold(text[start - 1]).endswith((":", "/"))  # (a backslash folds to /)
 
 
 def escape_letter_before_colon(text: str, blanked: str) -> str:

@@ -173,12 +173,16 @@ class HostAgents:
         return msgspec.structs.replace(own, fallback_streak=shared.fallback_streak)
 
 
+def decided_by_host(event: CompressionChecked | CompressionSkipped) -> bool:
+    """Whether a host decided the pass on its own (:meth:`ContextService.host_compress`)."""
+    return event.details.get("decided_by") == "host"
+
+
 def host_agent(event: CompressionChecked | CompressionSkipped) -> str | None:
     """The host agent that decided the pass (``host_compress(agent=)``), if one was named
     (an empty name is none): the fold and the what-if's history read it alike."""
-    details = event.details
-    asking = details.get("agent")
-    if details.get("decided_by") != "host" or not isinstance(asking, str) or not asking:
+    asking = event.details.get("agent")
+    if not decided_by_host(event) or not isinstance(asking, str) or not asking:
         return None
     return asking
 
@@ -514,6 +518,7 @@ __all__ = [
     "HostAgents",
     "RuntimeState",
     "RuntimeTracker",
+    "decided_by_host",
     "fold_runtime",
     "host_agent",
 ]

@@ -233,7 +233,9 @@ class Turn:
                 )
             else:
                 suffix = suffix[match.suffix_start :]
-                role = self._changed_role(sid, system_prompt)
+                # the client's role for the matched prompt: recorded, in the suffix's append,
+                # when the line holds it in the other (``role_change``); none sent: as held
+                role = self.turn.system_role if system_prompt is not None else None
         if suffix or role:  # the role with the suffix: a refused suffix records neither
             sid = (await svc.append(sid, suffix, system_role=role)).session_id
         result = await svc.preflight(sid)
@@ -253,18 +255,6 @@ class Turn:
             if not other.branch and other.suffix_start > 0:  # it was recorded as a message
                 return other, as_message, None
         return match, turn.messages, turn.system_prompt
-
-    def _changed_role(self, sid: str, system_prompt: str | None) -> str | None:
-        """The role the client sends the line's system prompt in now, when the line holds
-        it in the other (the text matched: a session recorded before roles were kept, or a
-        client that changed its role), else None. A prompt sent with no role (Anthropic's
-        ``system``, Responses ``instructions``) keeps the one held."""
-        role = self.turn.system_role
-        ledger = self.state.ledger
-        view = ledger.transcript.session(ledger.tip(sid))
-        if role is None or system_prompt is None or view.system_prompt is None:
-            return None
-        return None if view.system_role == role else role
 
     async def call_upstream(self) -> httpx.Response | Response:
         """Send the compacted view; recover from overflow errors as the service decides."""

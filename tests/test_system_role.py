@@ -5,6 +5,7 @@ and replays byte for byte."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import shutil
@@ -366,3 +367,29 @@ def test_a_checkpoint_keeps_the_role_and_a_state_without_roles_encodes_as_before
     assert loaded.fingerprint() == fingerprint
     assert loaded.transcript.api_messages(ledger.tip(dev))[0]["role"] == "developer"
     assert loaded.transcript.api_messages(plain)[0]["role"] == "system"
+
+
+def test_adapters_read_the_prompt_first_only_when_the_session_holds_one() -> None:
+    """A session with no system prompt whose first live message is a system or developer
+    message: the adapters' live list keeps it (it is a message, not the prompt), in either
+    role alike; with a prompt, the list starts after it whatever its role."""
+    from ctxledger import ContextService
+    from ctxledger.integrations.common import live_messages, system_view
+
+    async def run() -> None:
+        svc = ContextService(Ledger.open(":memory:"))
+        for role in ("system", "developer"):
+            sid = await svc.start_session(model="m", context_length=100_000)
+            await svc.append(
+                sid, [{"role": role, "content": "live"}, {"role": "user", "content": "hi"}]
+            )
+            assert [m["role"] for m in live_messages(svc, sid)] == [role, "user"]
+            assert system_view(svc, sid) is None
+            held = await svc.start_session(
+                model="m", context_length=100_000, system_prompt="p", system_role=role
+            )
+            await svc.append(held, [{"role": "user", "content": "hi"}])
+            assert [m["role"] for m in live_messages(svc, held)] == ["user"]
+            assert system_view(svc, held) == {"role": role, "content": "p"}
+
+    asyncio.run(run())

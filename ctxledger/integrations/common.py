@@ -184,14 +184,13 @@ def live_messages(service: ContextService, session_id: str) -> list[JSON]:
 
 
 def _prompt_first(service: ContextService, session_id: str, view: list[JSON]) -> bool:
-    """Whether `view` (the tip's) opens with the system prompt: a system message, or a
-    developer one when the tip holds its prompt in that role (s38; a state-API session
-    may open with a developer message of its own)."""
-    role = view[0].get("role") if view else None
-    if role != "developer":
-        return role == "system"
+    """Whether `view` (the tip's) opens with the system prompt: exactly when the tip holds
+    one (in either role); a leading system or developer message of a session without a
+    prompt is a message of its own."""
     ledger = service.ledger
-    return ledger.transcript.session(ledger.tip(session_id)).system_role == "developer"
+    return (
+        bool(view) and ledger.transcript.session(ledger.tip(session_id)).system_prompt is not None
+    )
 
 
 def _copy(value: Any) -> Any:

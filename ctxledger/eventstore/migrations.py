@@ -143,27 +143,15 @@ def _refuse_marked(conn: sqlite3.Connection, what: str) -> None:
         )
 
 
-def refuse_foreign_database(path: str) -> None:
+def refuse_foreign_database(path: str) -> bool:
     """Raise InvalidInput when the file at `path` is another program's SQLite database,
     before opening it as a ledger touches it (WAL mode, permissions, a side lock file).
+    True when it is a SQLite database holding no table, index or view (one a program made
+    and never filled: a ``PRAGMA journal_mode=WAL`` alone writes its first page).
 
     Read-only; a missing or empty file (a new ledger) or one SQLite cannot read is left
-    to the store's open, which reports what it finds.
+    to the store's open, which reports what it finds (False).
     """
-    conn = _peek(path)
-    if conn is None:
-        return
-    try:
-        refuse_foreign_connection(conn, path)
-    finally:
-        conn.close()
-
-
-def holds_no_table(path: str) -> bool:
-    """Whether the SQLite database at `path` holds no table, index or view: one a
-    program made and never filled (a ``PRAGMA journal_mode=WAL`` alone writes its first
-    page). False for an empty file, a missing one and one SQLite cannot read (read-only);
-    InvalidInput for another program's (:func:`refuse_foreign_connection`)."""
     conn = _peek(path)
     if conn is None:
         return False
@@ -174,6 +162,15 @@ def holds_no_table(path: str) -> bool:
         return False
     finally:
         conn.close()
+
+
+def unmade_ledger(path: str, what: str, read: str = "") -> InvalidInput:
+    """The refusal of an open that expects a ledger (``existing``) at `path`, which is
+    `what` (an empty file, a SQLite database holding no table): writing would make one."""
+    return InvalidInput(
+        f"{path} is {what}, not a ledger; nothing was written (a write starts a ledger "
+        f"there: `ctxledger import FILE`, or Ledger.open without existing=True{read})"
+    )
 
 
 def _peek(path: str) -> sqlite3.Connection | None:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
-from ctxledger.eventstore.migrations import holds_no_table
+from ctxledger.eventstore.migrations import unmade_ledger
 from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
@@ -122,22 +122,6 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
     )
 
 
-def _refuse_unmade_ledger(text: str) -> None:
-    """InvalidInput for an empty file, or a SQLite database holding no table (a
-    ``PRAGMA journal_mode=WAL`` alone makes one), that an ``existing`` open would write a
-    ledger into (``Ledger.open(path, existing=True)`` did, session 37's note left it)."""
-    if os.path.getsize(text) == 0:
-        what, read = "an empty file", "; the read commands read it as empty"
-    elif holds_no_table(text):
-        what, read = "a SQLite database holding no table", ""
-    else:
-        return
-    raise InvalidInput(
-        f"{text} is {what}, not a ledger; nothing was written (a write starts a ledger "
-        f"there: `ctxledger import FILE`, or Ledger.open without existing=True{read})"
-    )
-
-
 def _is_file(text: str) -> bool:
     """Whether `text` names a file; InvalidInput for a path no file can have (a name
     over the system's limit was an OSError traceback)."""
@@ -202,9 +186,12 @@ def open_store(
         _refuse_collapsed_url(text)
         if existing:  # (a missing file is refused, not created)
             require_ledger_file(text, existing if isinstance(existing, str) else None)
-            if not read_only:
-                _refuse_unmade_ledger(text)
-        return SQLiteEventStore(text, durability=durability, read_only=read_only, **options)
+            if not read_only and os.path.getsize(text) == 0:
+                raise unmade_ledger(text, "an empty file", "; the read commands read it as empty")
+        must_hold = bool(existing) and not read_only  # (a table-less database: the store's peek)
+        return SQLiteEventStore(
+            text, durability=durability, read_only=read_only, existing=must_hold, **options
+        )
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:
         raise InvalidInput(

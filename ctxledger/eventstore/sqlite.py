@@ -58,6 +58,7 @@ from ctxledger.eventstore.migrations import (
     MIGRATIONS,
     refuse_foreign_connection,
     refuse_foreign_database,
+    unmade_ledger,
 )
 from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
@@ -117,6 +118,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
         max_page_count: int | None = None,
         fair_write_lock: bool = True,
         read_only: bool = False,
+        existing: bool = False,
     ) -> None:
         if durability not in ("full", "normal"):
             raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
@@ -147,7 +149,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
             return
         self._file_leases = None if in_memory else FileLeases(self.path, super().try_lease)
         if not in_memory:
-            refuse_foreign_database(self.path)
+            if refuse_foreign_database(self.path) and existing:  # (a ledger expected)
+                raise unmade_ledger(self.path, "a SQLite database holding no table")
             refuse_unwritable(self.path)
             create_ledger_file(self.path)
             if fair_write_lock:

@@ -16,14 +16,13 @@ the ledger with the project's ctxledger.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
+from hermes_scenario import REQUESTS, fake_agent, hermes_home, serve
 
 
 def _cli(db: Path, *args: str) -> str:
@@ -55,10 +54,7 @@ def _archived(home: Path, session_id: str) -> int:
 
 def main() -> None:
     workdir = Path(sys.argv[1])
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text(CONFIG)
-    os.environ["HERMES_HOME"] = str(home)
+    home = hermes_home(workdir)
     db = home / "ctxledger.ledger.db"
     agent, store = _agent(home, sys.argv[2:] == ["state"])
     engine = agent.context_compressor

@@ -23,7 +23,6 @@ to the refusal. ``WORKDIR/overflow.json`` adds what that turn said and the ledge
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,12 +48,7 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http" or not scope["path"].endswith("/chat/completions") or not REFUSE:
         await _serve_turn(scope, receive, send)
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await hermes_scenario.read_body(receive)
     REFUSE.clear()
     REFUSED.append(len(REQUESTS))
     REQUESTS.append(json.loads(body or b"{}"))
@@ -75,10 +69,7 @@ def _compression_off(home: Path, url: str, history: list[dict[str, Any]]) -> dic
 
 def main() -> None:
     workdir = Path(sys.argv[1])
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text(CONFIG)
-    os.environ["HERMES_HOME"] = str(home)
+    home = hermes_scenario.hermes_home(workdir)
     hermes_scenario.app = _app
     url = serve()
     agent = fake_agent(url)

@@ -55,10 +55,7 @@ def _run(base_url: str, store: Any, name: str, phase: str) -> dict[str, Any]:
 
 def main() -> None:
     workdir, phase = Path(sys.argv[1]), sys.argv[2]
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text(hermes_scenario.CONFIG)
-    os.environ["HERMES_HOME"] = str(home)
+    hermes_scenario.hermes_home(workdir)
     os.environ.pop("CTXLEDGER_DB", None)
     base_url = hermes_scenario.serve()
 

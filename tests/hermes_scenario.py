@@ -117,6 +117,26 @@ def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def hermes_home(workdir: Path, config: str = CONFIG) -> Path:
+    """The Hermes home of a scenario under `workdir`, holding `config` as its
+    config.yaml, named in ``HERMES_HOME`` for the Hermes this process runs."""
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(config)
+    os.environ["HERMES_HOME"] = str(home)
+    return home
+
+
+async def read_body(receive: Any) -> bytes:
+    """An ASGI request's whole body."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """A fake OpenAI-compatible upstream: /models and streamed /chat/completions."""
     if scope["type"] == "lifespan":
@@ -127,12 +147,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await read_body(receive)
     path = scope["path"]
     if path.endswith("/models"):
         payload = {
@@ -424,10 +439,7 @@ def _conversation(agent: Any, turns: int) -> tuple[list[dict[str, Any]], list[st
 
 def main() -> None:
     workdir, turns = Path(sys.argv[1]), int(sys.argv[2])
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.yaml").write_text(CONFIG)
-    os.environ["HERMES_HOME"] = str(home)
+    home = hermes_home(workdir)
     os.environ.pop("CTXLEDGER_DB", None)
     base_url = serve()
 

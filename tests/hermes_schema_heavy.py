@@ -22,7 +22,6 @@ compaction counts, the rough size of its requests and its threshold.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,16 +67,13 @@ def _no_usage(home: Path, url: str) -> dict[str, Any]:
 
 def main() -> None:
     workdir = Path(sys.argv[1])
-    home = workdir / "home"
-    home.mkdir(parents=True, exist_ok=True)
     config = CONFIG.replace("64000", "200000") + "context_file_max_chars: 400000\n"
     if sys.argv[2:] == ["builtin"]:  # Hermes's own compressor, for comparison
         config = config.replace("context:\n  engine: ctxledger\n", "")
-    (home / "config.yaml").write_text(config)
+    home = hermes_scenario.hermes_home(workdir, config)
     # a long persona: its system prompt, counted by every estimate of Hermes's
     rules = " ".join(f"rule{i}: keep the alpha module tidy." for i in range(6_900))
     (home / "SOUL.md").write_text(f"You are a careful reviewer.\n{rules}\n")
-    os.environ["HERMES_HOME"] = str(home)
     hermes_scenario._reply = one_reply
     hermes_scenario._rough_tokens = _provider_count
     url = serve()

@@ -22,7 +22,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxledger.compressor import markers
 from ctxledger.integrations.common import finite_schema
 from ctxledger.integrations.langchain_keys import LC_ID
-from ctxledger.limits import check_token_count
+from ctxledger.limits import check_input_text, check_token_count
 from ctxledger.runtime.toolbudget import tool_name
 
 JSON = dict[str, Any]
@@ -150,6 +150,11 @@ def responses_usage(usage: Any) -> JSON:
     }
 
 
+def host_prompt(system: SystemMessage | None) -> str | None:
+    """The text of the agent's system message (checked as a start's ``system_prompt``)."""
+    return None if system is None else check_input_text(text_of(system.content), "system_prompt")
+
+
 def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -250,6 +255,7 @@ __all__ = [
     "View",
     "configured_thread",
     "from_chat",
+    "host_prompt",
     "new_run",
     "overridden",
     "responses_usage",

@@ -76,6 +76,7 @@ from ctxledger.integrations.langchain_messages import (
     host_prompt,
     new_run,
     overridden,
+    prompt_role,
     responses_usage,
     state_messages,
     text_of,
@@ -223,7 +224,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         sid = (await self.service.preflight(sid)).session_id
         host = request.system_message
         if host is not None:
-            sid = (await record_changed_prompt(self.service, sid, text_of(host.content)))[0]
+            text, role = text_of(host.content), prompt_role(host)
+            sid = (await record_changed_prompt(self.service, sid, text, role))[0]
         self._mark(known)
         system = system_view(self.service, sid)
         view = View(system, live_messages(self.service, sid), messages)
@@ -581,6 +583,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 model=self.model_name,
                 context_length=self.context_length,
                 system_prompt=prompt,
+                system_role=prompt_role(request.system_message),
                 tools=tool_schemas(request.tools, self.tools[0]),
                 session_id=sid,
                 title=host_title("langchain thread", thread),

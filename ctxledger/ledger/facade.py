@@ -8,7 +8,6 @@ layers over this class.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from ctxledger.errors import (
     UnknownSession,
 )
 from ctxledger.events import (
-    CallIdRepairEntry,
     CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
@@ -50,6 +48,7 @@ from ctxledger.eventstore.opening import close_quietly, default_db_path, open_st
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import seal_anchor
+from ctxledger.ledger.callrepairs import repair_event
 from ctxledger.ledger.eventcheck import check_decodable, check_references
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
@@ -84,9 +83,6 @@ DECISION_EVENTS = (
     NoticeIssued,
     PressureWarning,
 )
-
-
-_log = logging.getLogger("ctxledger")
 
 
 class Ledger:
@@ -389,22 +385,9 @@ class Ledger:
         message_ids: Sequence[str],
         source: str = "append",
     ) -> ToolCallIdsRepaired:
-        """The event recording `repairs` of a batch whose messages got `message_ids`; logged."""
-        for r in repairs:
-            _log.warning("session %s: %s", session_id, r.describe(message_ids[r.index]))
-        return ToolCallIdsRepaired(
-            **self.event_fields(session_id),
-            repairs=[
-                CallIdRepairEntry(
-                    message_id=message_ids[r.index],
-                    call_index=r.call_index,
-                    original=r.original,
-                    replacement=r.replacement,
-                )
-                for r in repairs
-            ],
-            source=source,  # type: ignore[arg-type]
-        )
+        """The event recording `repairs` of a batch whose messages got `message_ids`; logged
+        (:func:`~ctxledger.ledger.callrepairs.repair_event`)."""
+        return repair_event(self.event_fields(session_id), repairs, message_ids, source)
 
     def append_messages(
         self,

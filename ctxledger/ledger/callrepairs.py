@@ -19,12 +19,18 @@ def repair_event(
     repairs: Sequence[CallIdRepair],
     message_ids: Sequence[str],
     source: str,
+    *,
+    quiet: bool = False,
 ) -> ToolCallIdsRepaired:
     """The event recording `repairs` of a batch whose messages got `message_ids`, with
-    the event `fields` of its session (``Ledger.event_fields``); each repair logged."""
+    the event `fields` of its session (``Ledger.event_fields``); each repair logged as a
+    warning, or at debug level when `quiet` (a what-if's scratch ledger replaying a
+    recorded chain: the recording warned of its own repairs, and the scratch session a
+    warning would name is no session of the user's)."""
     session_id = fields["session_id"]
+    level = logging.DEBUG if quiet else logging.WARNING
     for r in repairs:
-        _log.warning("session %s: %s", session_id, r.describe(message_ids[r.index]))
+        _log.log(level, "session %s: %s", session_id, r.describe(message_ids[r.index]))
     return ToolCallIdsRepaired(
         **fields,
         repairs=[

@@ -112,6 +112,9 @@ class Ledger:
         self._seen: tuple[object, int] | None = None
         #: whether this ledger appended anything (its close then seals the head anchor)
         self._appended = False
+        #: repairs of re-used tool-call ids logged at debug level, not as warnings (a
+        #: what-if's scratch ledger: :func:`~ctxledger.ledger.callrepairs.repair_event`)
+        self.quiet_repairs = False
 
     @classmethod
     def open(
@@ -387,7 +390,8 @@ class Ledger:
     ) -> ToolCallIdsRepaired:
         """The event recording `repairs` of a batch whose messages got `message_ids`; logged
         (:func:`~ctxledger.ledger.callrepairs.repair_event`)."""
-        return repair_event(self.event_fields(session_id), repairs, message_ids, source)
+        fields = self.event_fields(session_id)
+        return repair_event(fields, repairs, message_ids, source, quiet=self.quiet_repairs)
 
     def append_messages(
         self,

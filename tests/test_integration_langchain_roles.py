@@ -20,6 +20,7 @@ from langchain_core.messages import HumanMessage, SystemMessage, convert_to_open
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctxledger import CompressionConfig, ContextService, Ledger
+from ctxledger.analysis.whatif import whatif
 from ctxledger.events import SessionSwitched, SystemPromptSet
 from ctxledger.integrations.langchain import CtxLedgerMiddleware
 
@@ -83,6 +84,8 @@ def test_a_developer_system_message_is_recorded_and_sent_as_developer(service):
     assert {e.system_prompt_role for e in _events(service, SessionSwitched)} == {"developer"}
     for sid in service.ledger.chains.chain(tip):
         assert service.api_messages(sid, cache=False)[0]["role"] == "developer"
+    report = whatif(service.ledger, tip)  # the role replayed with the prompt: exact
+    assert report.reproduces_recorded, report.reproduction
 
 
 def test_a_prompt_whose_role_changes_is_recorded_once_in_the_new_role(service):

@@ -23,7 +23,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from agents.usage import Usage  # noqa: E402
 
 from ctxledger import CompressionConfig, ContextService, Ledger  # noqa: E402
-from ctxledger.events import UsageReported  # noqa: E402
+from ctxledger.events import MessageAppended, UsageReported  # noqa: E402
 from ctxledger.integrations.openai_agents import CtxLedgerSession  # noqa: E402
 from ctxledger.integrations.openai_agents_hooks import CtxLedgerRunHooks  # noqa: E402
 
@@ -60,6 +60,19 @@ async def _conversation(session: Any, mode: str, event: str, hooks: Any = None) 
     return [[_kind(i) for i in await session.get_items()], ran]
 
 
+def _ledger_log(service: ContextService) -> list[tuple[Any, ...]]:
+    """The recording in order: (role, text) per message, ("usage", prompt, tool_calls)."""
+    log: list[tuple[Any, ...]] = []
+    for r in service.ledger.store.read_all():
+        e = r.event
+        if isinstance(e, UsageReported):
+            log.append(("usage", e.usage.prompt, e.asked_for_tools))
+        elif isinstance(e, MessageAppended):
+            content = e.message.get("content")
+            log.append((e.message.get("role"), content if isinstance(content, str) else "call"))
+    return log
+
+
 def _kind(item: dict[str, Any]) -> tuple[Any, Any]:
     if "call_id" in item:
         return item["type"], item["call_id"]
@@ -84,11 +97,15 @@ def test_a_cancelled_streamed_run_leaves_the_conversation_the_sdk_session_holds(
         else:
             assert ("function_call_output", "c1") in own[0] and own[1] == ["k"]
         # the cancelled request was billed: its usage recorded once (at the next run)
-        prompts = [
-            r.event.usage.prompt
-            for r in service.ledger.store.read_all()
-            if isinstance(r.event, UsageReported)
-        ]
-        assert prompts == [101, 202]
+        log = _ledger_log(service)
+        assert [x[1] for x in log if x[0] == "usage"] == [101, 202]
+        if (mode, event) == ("immediate", "tool_called"):  # before q2, asking no tool
+            assert log == [
+                ("user", "q1"),
+                ("usage", 101, None),
+                ("user", "q2"),
+                ("assistant", "k = 42"),
+                ("usage", 202, False),
+            ]
     finally:
         service.ledger.close()

@@ -170,6 +170,7 @@ def scratch_ledger(
     to an unsynced, unnamed temporary file past it. A what-if reads it only while open,
     so nothing is written to a file it syncs, checkpoints or deletes (a replay holding a
     10 MB message wrote ~20 MB through a WAL into a file in a temporary directory).
+    Either logs the tool-call ids it repairs at debug level (``Ledger.quiet_repairs``).
     """
     if out is not None and Path(out).exists():
         raise InvalidInput(f"{out} already exists: give --out a new file name")
@@ -180,6 +181,7 @@ def scratch_ledger(
         config=config,
         durability="normal",
     )
+    ledger.quiet_repairs = True
     try:
         yield ledger
     finally:

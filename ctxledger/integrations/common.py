@@ -121,17 +121,20 @@ async def report_usage_or_warn(
 
 
 async def record_changed_prompt(
-    service: ContextService, session_id: str, text: str
+    service: ContextService, session_id: str, text: str, role: str | None = None
 ) -> tuple[str, bool]:
     """Record `text`, the system prompt a host sends its model, on the tip `session_id`
     when it differs from the prompt the ledger holds there (the compaction note is the
-    ledger's: :func:`~ctxledger.ledger.prompt.held_prompt`); the recording runs preflight
+    ledger's: :func:`~ctxledger.ledger.prompt.held_prompt`), or is sent in another `role`
+    (``system`` / ``developer``; None: the held one); the recording runs preflight
     (``set_system_prompt`` with ``seen=``, s34). The tip to use from now on, and whether
-    the prompt was recorded. The same text writes and runs nothing."""
-    recorded = service.ledger.transcript.session(session_id).system_prompt
-    if held_prompt(recorded, text) == recorded:  # (checked when it was written)
+    the prompt was recorded. The same text in the same role writes and runs nothing."""
+    view = service.ledger.transcript.session(session_id)
+    recorded = view.system_prompt
+    same_role = role is None or view.system_role == role
+    if held_prompt(recorded, text) == recorded and same_role:  # (checked when written)
         return session_id, False
-    result = await service.set_system_prompt(session_id, text, seen=recorded)
+    result = await service.set_system_prompt(session_id, text, seen=recorded, role=role)
     return result.session_id, True
 
 

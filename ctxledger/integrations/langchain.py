@@ -25,12 +25,7 @@ the thread ``default:<an id of the run>``, see :meth:`CtxLedgerMiddleware.before
 extension of what the ledger saw (messages removed or rewritten), which starts over from
 the state as it is; a history going on from another open generation (two workers that
 ran the thread at once leave two) goes on there (session 36).
-In ``<thread>`` a ``~``, a ``%``, control characters and bidirectional-text controls
-(session 33; a session recorded before with one as itself goes on under it) are written
-``%XX``, so no thread id holds the ``~`` of another thread's generation; every other
-character is kept, so the sessions of threads named before this escaping are found
-again. A thread id longer than 150 characters (escaped) is its first 126 and a digest
-of the whole, so a session id stays within the 200 characters the HTTP API can name.
+How ``<thread>`` is written (escaped, a long one cut): :mod:`.langchain_keys`.
 Each appended message keeps its LangChain id in the ``lc_id`` key, so a restarted
 process finds where the ledger left off.
 """
@@ -78,8 +73,10 @@ from ctxledger.integrations.langchain_messages import (
     ModelCall,
     View,
     from_chat,
+    host_prompt,
     new_run,
     overridden,
+    prompt_role,
     responses_usage,
     state_messages,
     text_of,
@@ -88,7 +85,7 @@ from ctxledger.integrations.langchain_messages import (
     tool_schemas,
 )
 from ctxledger.integrations.langchain_tools import read_persisted
-from ctxledger.limits import check_input_text, taking_as_recorded
+from ctxledger.limits import taking_as_recorded
 
 JSON = dict[str, Any]
 #: the (private) state field holding the thread of a run without a thread id
@@ -227,7 +224,8 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         sid = (await self.service.preflight(sid)).session_id
         host = request.system_message
         if host is not None:
-            sid = (await record_changed_prompt(self.service, sid, text_of(host.content)))[0]
+            text, role = text_of(host.content), prompt_role(host)
+            sid = (await record_changed_prompt(self.service, sid, text, role))[0]
         self._mark(known)
         system = system_view(self.service, sid)
         view = View(system, live_messages(self.service, sid), messages)
@@ -570,10 +568,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
         another process's write diverged from (two workers running one conversation at
         once) is the other's, going on. The host's prompt is checked first: a refused
         one ends nothing."""
-        system = request.system_message
-        prompt = (
-            None if system is None else check_input_text(text_of(system.content), "system_prompt")
-        )
+        prompt = host_prompt(request.system_message)
         for root in [] if old is None else self._replaced(thread, ids, old):
             tip = self.service.tip(root)
             if not self.service.ledger.transcript.session(tip).ended:
@@ -588,6 +583,7 @@ class CtxLedgerMiddleware(AgentMiddleware[RunState, Any]):
                 model=self.model_name,
                 context_length=self.context_length,
                 system_prompt=prompt,
+                system_role=prompt_role(request.system_message),
                 tools=tool_schemas(request.tools, self.tools[0]),
                 session_id=sid,
                 title=host_title("langchain thread", thread),

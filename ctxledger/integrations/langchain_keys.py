@@ -1,6 +1,14 @@
 """Which ledger session a LangChain graph thread, or a run without one, is (no LangChain
 import here: the names, the index of runs and what the middleware knows of a thread,
-read from the ledger)."""
+read from the ledger).
+
+In the ``<thread>`` of a session id ``langchain:<thread>`` a ``~``, a ``%``, control
+characters and bidirectional-text controls (session 33; a session recorded before with
+one as itself goes on under it) are written ``%XX``, so no thread id holds the ``~`` of
+another thread's generation; every other character is kept, so the sessions of threads
+named before this escaping are found again. A thread id longer than 150 characters
+(escaped) is its first 126 and a digest of the whole, so a session id stays within the
+200 characters the HTTP API can name."""
 
 from __future__ import annotations
 

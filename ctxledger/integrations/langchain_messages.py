@@ -22,7 +22,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ctxledger.compressor import markers
 from ctxledger.integrations.common import finite_schema
 from ctxledger.integrations.langchain_keys import LC_ID
-from ctxledger.limits import check_token_count
+from ctxledger.limits import check_input_text, check_token_count
 from ctxledger.runtime.toolbudget import tool_name
 
 JSON = dict[str, Any]
@@ -77,7 +77,7 @@ def system_message(host: SystemMessage | None, ledger: JSON | None) -> SystemMes
     if host is None:
         if ledger is None:
             return None
-        role = {"__openai_role__": "developer"} if ledger.get("role") == "developer" else {}
+        role = {OPENAI_ROLE: "developer"} if ledger.get("role") == "developer" else {}
         return SystemMessage(content=ledger["content"], additional_kwargs=role)
     if ledger is None or not markers.has_system_note(text_of(ledger.get("content"))):
         return host
@@ -148,6 +148,23 @@ def responses_usage(usage: Any) -> JSON:
         },
         "output_tokens_details": {"reasoning_tokens": count(out_details, "reasoning")},
     }
+
+
+#: the mark of a ``SystemMessage`` that langchain-core's OpenAI conversion sends in the
+#: role it names (``developer``: ``convert_to_openai_messages``, ``convert_to_messages``)
+OPENAI_ROLE = "__openai_role__"
+
+
+def host_prompt(system: SystemMessage | None) -> str | None:
+    """The text of the agent's system message (checked as a start's ``system_prompt``)."""
+    return None if system is None else check_input_text(text_of(system.content), "system_prompt")
+
+
+def prompt_role(system: SystemMessage | None) -> str:
+    """The role the agent's system message is sent in: ``developer`` when it carries
+    langchain-core's mark for it (:data:`OPENAI_ROLE`), else ``system``."""
+    marked = None if system is None else system.additional_kwargs.get(OPENAI_ROLE)
+    return "developer" if marked == "developer" else "system"
 
 
 def text_of(content: Any) -> str:
@@ -250,8 +267,10 @@ __all__ = [
     "View",
     "configured_thread",
     "from_chat",
+    "host_prompt",
     "new_run",
     "overridden",
+    "prompt_role",
     "responses_usage",
     "sent_tools",
     "state_field",

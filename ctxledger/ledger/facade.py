@@ -8,7 +8,6 @@ layers over this class.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from ctxledger.errors import (
     UnknownSession,
 )
 from ctxledger.events import (
-    CallIdRepairEntry,
     CompressionChecked,
     CompressionSkipped,
     ContextLimitLearned,
@@ -50,6 +48,7 @@ from ctxledger.eventstore.opening import close_quietly, default_db_path, open_st
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import seal_anchor
+from ctxledger.ledger.callrepairs import repair_event
 from ctxledger.ledger.eventcheck import check_decodable, check_references
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
@@ -86,9 +85,6 @@ DECISION_EVENTS = (
 )
 
 
-_log = logging.getLogger("ctxledger")
-
-
 class Ledger:
     """One event store and the projections folded from it."""
 
@@ -116,6 +112,9 @@ class Ledger:
         self._seen: tuple[object, int] | None = None
         #: whether this ledger appended anything (its close then seals the head anchor)
         self._appended = False
+        #: repairs of re-used tool-call ids logged at debug level, not as warnings (a
+        #: what-if's scratch ledger: :func:`~ctxledger.ledger.callrepairs.repair_event`)
+        self.quiet_repairs = False
 
     @classmethod
     def open(
@@ -389,22 +388,10 @@ class Ledger:
         message_ids: Sequence[str],
         source: str = "append",
     ) -> ToolCallIdsRepaired:
-        """The event recording `repairs` of a batch whose messages got `message_ids`; logged."""
-        for r in repairs:
-            _log.warning("session %s: %s", session_id, r.describe(message_ids[r.index]))
-        return ToolCallIdsRepaired(
-            **self.event_fields(session_id),
-            repairs=[
-                CallIdRepairEntry(
-                    message_id=message_ids[r.index],
-                    call_index=r.call_index,
-                    original=r.original,
-                    replacement=r.replacement,
-                )
-                for r in repairs
-            ],
-            source=source,  # type: ignore[arg-type]
-        )
+        """The event recording `repairs` of a batch whose messages got `message_ids`; logged
+        (:func:`~ctxledger.ledger.callrepairs.repair_event`)."""
+        fields = self.event_fields(session_id)
+        return repair_event(fields, repairs, message_ids, source, quiet=self.quiet_repairs)
 
     def append_messages(
         self,

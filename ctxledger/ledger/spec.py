@@ -85,9 +85,10 @@ LOOPS = ("hermes", "every_call", "per_run")
 LOOP_KEY = "agent_loop"
 
 
-def check_loop(loop: object) -> str:
+def check_loop(loop: object, field: str = "loop") -> str:
     """`loop` when it names one of :data:`LOOPS` (``every-call`` is ``every_call``), else
-    InvalidInput naming the choices."""
+    InvalidInput naming `field` and the choices (as the CLI's ``--loop`` writes them for
+    ``loop``, else as stored)."""
     name = loop.replace("-", "_") if isinstance(loop, str) and loop.isascii() else None
     if name not in LOOPS:
         if not isinstance(loop, str):
@@ -96,8 +97,8 @@ def check_loop(loop: object) -> str:
             shown = repr(loop[:37]) + ("..." if len(loop) > 37 else "")
         else:
             shown = "non-ASCII"
-        choices = ", ".join(x.replace("_", "-") for x in LOOPS)
-        raise InvalidInput(f"loop must be one of {choices} (got {shown})")
+        choices = ", ".join(x.replace("_", "-") if field == "loop" else x for x in LOOPS)
+        raise InvalidInput(f"{field} must be one of {choices} (got {shown})")
     return name
 
 

@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from ctxledger import CompactionOutcome, TurnResult, compact
 from ctxledger.errors import ConcurrencyError, DuplicateEventError, InvalidInput
+from ctxledger.ledger.spec import check_loop
 from ctxledger.server.idempotency import KEY_PARAM, REPLAYED, KeyedAppend, request_key
 from ctxledger.server.routing import (
     JSON,
@@ -52,6 +53,14 @@ _START = (
     Param("reason", "string", False, "new, branch or delegate"),
     Param("title", "string"),
     Param("session_id", "string", False, "choose the id (default: generated)"),
+    Param(
+        "agent_loop",
+        "string",
+        False,
+        "where the client checks for compaction, for a what-if to replay: every_call "
+        "(before each model call), per_run (when a run reads its history and after its "
+        "final answer) or hermes (the default, also when not given)",
+    ),
 )
 
 
@@ -63,6 +72,8 @@ async def start_session(request: Request, state: ServerState) -> Response:
     if reason not in ("new", "branch", "delegate"):
         raise InvalidInput(f"reason must be new, branch or delegate, not {reason!r}")
     body["reason"] = reason
+    loop = body.pop("agent_loop", None)  # (checked before anything is appended)
+    body["loop"] = None if loop is None else check_loop(loop, "agent_loop")
     body.setdefault("context_length", None)
     if body["context_length"] is None:
         body["context_length"] = state.context_length

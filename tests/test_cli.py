@@ -481,3 +481,34 @@ def test_show_strips_the_reference(imported: tuple[Path, str]) -> None:
         run(db, "show", sid, "--json").output
     )
     assert json.loads(run(db, "chain", f" {sid}\t", "--json").output)["session_id"] == sid
+
+
+def test_the_dry_run_names_the_messages_of_its_range_it_keeps(tmp_path: Path) -> None:
+    """`summarize messages [a, b)` kept quiet about the messages of that range the
+    compaction keeps after the summary: the latest user ask of a long tool loop (carried)
+    and a pinned message. The compaction then made one message more than the range
+    implied; the plan's notes and pins are printed under the line now."""
+    calls = [
+        [
+            {"role": "assistant", "content": f"step {i}", "tool_calls": [
+                {"id": f"c{i}", "type": "function",
+                 "function": {"name": "bash", "arguments": json.dumps({"cmd": f"ls d{i}"})}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"file_{i}.py " * 120},
+        ]
+        for i in range(40)
+    ]  # fmt: skip
+    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "fix it"}]
+    messages += [m for pair in calls for m in pair]
+    path = tmp_path / "loop.json"
+    path.write_text(json.dumps(messages))
+    db = tmp_path / "l.db"
+    sid = run(db, "import", str(path), "--context-length", "16000").output.split()[-1]
+    assert run(db, "pin", sid, "40").exit_code == 0  # a step in the middle, with its result
+    result = run(db, "compress", sid, "--dry-run")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(run(db, "compress", sid, "--dry-run", "--json").output)["plan"]
+    assert plan["carried"] == [1] and plan["pinned"] == [40, 41]
+    assert plan["compress_start"] <= 1 < 41 < plan["compress_end"]
+    lines = result.output.splitlines()
+    assert "  pinned, kept verbatim after the summary: messages [40, 41]" in lines
+    assert f"  note: {plan['notes'][-1]}" in lines and "[1]" in plan["notes"][-1]

@@ -184,6 +184,11 @@ def _print_outcome(sid: str, outcome: CompactionOutcome, *, system_prompt: bool)
             f"{len(p['prunes'])} prunes; budget {p['summary_budget_tokens']:,} tokens; "
             f"estimated {outcome.tokens_before:,} → {outcome.tokens_after:,} tokens"
         )
+        # what the range alone does not say: messages of it kept after the summary
+        if p["pinned"]:
+            console.print(f"  pinned, kept verbatim after the summary: messages {p['pinned']}")
+        for note in p["notes"]:
+            console.print(f"  note: {note}")
     elif outcome.action == "skipped":
         console.print(f"not compressed: {outcome.skip_reason}")
         # one print per line: the console shows a newline inside a string as "\n"

@@ -15,6 +15,7 @@ from test_imported_compactions import claude_code_log
 from ctxledger import OfflineSummarizer, compact
 from ctxledger.analysis.whatif import whatif
 from ctxledger.cli.main import cli
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.demo.record import record_generated
 from ctxledger.importers.detect import load
 from ctxledger.ledger.facade import Ledger
@@ -251,3 +252,36 @@ def test_hygiene_the_recording_never_ran_is_said(tmp_path: Path) -> None:
     assert hygiene >= 1
     [warning] = [w for w in repro.warnings if "hygiene compaction" in w]
     assert warning.startswith(f"the what-if's loop made {hygiene} hygiene compaction(s)")
+
+
+_FLOOR_NOTE = (
+    "on the chain's 16,000-token window the threshold 0.2 x 16,000 = 3,200 tokens was "
+    "raised to 13,600 because threshold_floor_tokens = 64,000 reaches the window, so "
+    "85 % of it is used (set threshold_floor_tokens = 0 to turn the floor off)"
+)
+
+
+@pytest.mark.parametrize(
+    ("recorded_floor", "floor", "said"),
+    [
+        (64_000, 64_000, [_FLOOR_NOTE + "; the recorded config's is 13,600 too: the change does nothing here"]),
+        (0, 64_000, [_FLOOR_NOTE]),  # recorded at 8,000 (0.5 x 16,000)
+        (64_000, 0, []),
+    ],
+)  # fmt: skip
+def test_a_threshold_the_floor_overrides_on_the_window_is_said(
+    tmp_path: Path, recorded_floor: int, floor: int, said: list[str]
+) -> None:
+    """On a 16,000-token window the default floor (64,000 tokens) puts the threshold at
+    85 % of the window whatever `threshold` says: a what-if of `threshold = 0.2` listed
+    "threshold: 0.5 → 0.2" as its change, and nothing said that it fired at 13,600
+    tokens, as recorded."""
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(_chat(12)))
+    recorded = CompressionConfig(threshold_floor_tokens=recorded_floor)
+    ledger = deterministic_ledger(tmp_path / "l.db", recorded)
+    [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    config = CompressionConfig(threshold=0.2, threshold_floor_tokens=floor)
+    report = whatif(ledger, sid, config=config)
+    assert "threshold" in report.config_changes
+    assert [n for n in report.notes if "threshold_floor_tokens" in n] == said

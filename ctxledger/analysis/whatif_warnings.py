@@ -18,6 +18,8 @@ from collections.abc import Collection
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
 from ctxledger.analysis.history import History, UsageStep
 from ctxledger.analysis.whatif_loop import EVERY_CALL, HERMES, PER_RUN
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.settings import window_budgets
 from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import recorded_loop
@@ -198,3 +200,25 @@ def _imported(
         f"and made {len(automatic)} compaction(s) of its own ({', '.join(triggers)}) that "
         "the recording has no counterpart for"
     ]
+
+
+def threshold_notes(
+    hist: History, config: CompressionConfig, changes: Collection[str]
+) -> list[str]:
+    """What a changed ``threshold`` (or floor) comes to on the chain's window: the floor
+    (``threshold_floor_tokens``, 64,000 by default) raises a small window's threshold, up
+    to 85 % of the window, so on such a window a lower ``threshold`` may change nothing at
+    all while the what-if's headline lists it as changed."""
+    if not {"threshold", "threshold_floor_tokens"} & set(changes):
+        return []
+    window = hist.start.context_length
+    budgets = window_budgets(config, window)
+    if budgets.note is None:
+        return []
+    recorded = hist.config.threshold_tokens(window)
+    same = (
+        f"; the recorded config's is {recorded:,} too: the change does nothing here"
+        if recorded == budgets.threshold_tokens
+        else ""
+    )
+    return [f"on the chain's {window:,}-token window the {budgets.note}{same}"]

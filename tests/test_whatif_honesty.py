@@ -285,3 +285,41 @@ def test_a_threshold_the_floor_overrides_on_the_window_is_said(
     report = whatif(ledger, sid, config=config)
     assert "threshold" in report.config_changes
     assert [n for n in report.notes if "threshold_floor_tokens" in n] == said
+
+
+def _tool_loop_import(tmp_path: Path) -> tuple[Ledger, str]:
+    """An imported run: one ask, a long tool loop, then a second ask (no usage recorded)."""
+    messages: list[dict[str, object]] = [{"role": "user", "content": "fix the parser"}]
+    for i in range(40):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": f"step {i}", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i} " * 200},
+        ]
+    messages += [
+        {"role": "user", "content": "now the tests"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(messages))
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    return ledger, sid
+
+
+def test_hygiene_on_a_log_without_usage_is_said_to_judge_the_views_count(tmp_path: Path) -> None:
+    """The hygiene warning said the what-if's hygiene judged "the last prompt the provider
+    counted" also for a chain whose log holds no usage at all (an import): there it judges
+    the view's own token count."""
+    ledger, sid = _tool_loop_import(tmp_path)
+    report = whatif(ledger, sid)
+    assert [c.trigger for c in report.whatif.compactions] == ["hygiene"]
+    repro = report.reproduction
+    assert repro is not None
+    [warning] = [w for w in repro.warnings if "hygiene compaction" in w]
+    assert "(before a user turn, on the view's own token count)" in warning
+    assert "provider counted" not in warning
+    counted = whatif(ledger, anyio.run(_no_hygiene, ledger)).reproduction
+    assert counted is not None
+    [warning] = [w for w in counted.warnings if "hygiene compaction" in w]
+    assert "(before a user turn, on the last prompt the provider counted)" in warning

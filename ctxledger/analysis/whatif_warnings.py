@@ -44,7 +44,8 @@ def comparison_warnings(
     ran with the settings named in `changed` changed."""
     out: list[str] = []
     usage = [s for s in hist.steps if isinstance(s, UsageStep)]
-    if not usage or not any(s.recorded_prompt for s in usage):
+    counted = any(s.recorded_prompt for s in usage)
+    if not counted:
         out.append(
             "the recorded log carries no provider usage: recorded tokens sent are 0 and the "
             "what-if's token counts are its own estimates, not comparable to what was billed"
@@ -65,20 +66,25 @@ def comparison_warnings(
         out.append(_doubled_warning(doubled, recorded))
     loop = recorded_loop(scratch.transcript.session(scratch.chains.root(tip)).config) or HERMES
     if not any(key.startswith("hygiene_") for key in changed):
-        out.extend(_hygiene_warning(recorded, whatif))
+        out.extend(_hygiene_warning(recorded, whatif, counted=counted))
     out.extend(_loop_warnings(ledger, recorded[matching:], loop))
     return out
 
 
-def _hygiene_warning(recorded: list[CompactionRecord], whatif: list[CompactionRecord]) -> list[str]:
+def _hygiene_warning(
+    recorded: list[CompactionRecord], whatif: list[CompactionRecord], *, counted: bool
+) -> list[str]:
     """The what-if's hygiene compactions when the recording has none (under its recorded
-    hygiene settings: changed ones are the what-if's point)."""
+    hygiene settings: changed ones are the what-if's point). Hygiene judges the last
+    prompt the provider counted, else (`counted` false: no usage in the log) the view's
+    own count."""
     hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
     if not hygiene or any(r.switch.trigger == "hygiene" for r in recorded):
         return []
+    on = "the last prompt the provider counted" if counted else "the view's own token count"
     return [
         f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
-        "the last prompt the provider counted) and the recording has none: an agent that "
+        f"{on}) and the recording has none: an agent that "
         "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
         "run none) never compacts there (`replay --loop` replays another loop)"
     ]

@@ -13,7 +13,9 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from test_imported_compactions import claude_code_log
 
 from ctxledger import OfflineSummarizer, compact
+from ctxledger.analysis.history import history
 from ctxledger.analysis.whatif import whatif
+from ctxledger.analysis.whatif_warnings import threshold_notes
 from ctxledger.cli.main import cli
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.demo.record import record_generated
@@ -255,7 +257,7 @@ def test_hygiene_the_recording_never_ran_is_said(tmp_path: Path) -> None:
 
 
 _FLOOR_NOTE = (
-    "on the chain's 16,000-token window the threshold 0.2 x 16,000 = 3,200 tokens was "
+    "on the 16,000-token window the replay runs on: the threshold 0.2 x 16,000 = 3,200 tokens was "
     "raised to 13,600 because threshold_floor_tokens = 64,000 reaches the window, so "
     "85 % of it is used (set threshold_floor_tokens = 0 to turn the floor off)"
 )
@@ -285,6 +287,61 @@ def test_a_threshold_the_floor_overrides_on_the_window_is_said(
     report = whatif(ledger, sid, config=config)
     assert "threshold" in report.config_changes
     assert [n for n in report.notes if "threshold_floor_tokens" in n] == said
+
+
+def test_the_floor_note_judges_the_window_the_replay_runs_on(tmp_path: Path) -> None:
+    """Review 1, case (a): a what-if of `context_length = 200000, threshold = 0.2` on a
+    16K chain was said to do nothing (13,600 tokens on 16K, as recorded); it replays on
+    200K, where the floor gives 64,000."""
+    ledger, sid = _imported(tmp_path, 12)
+    report = whatif(ledger, sid, config=CompressionConfig(threshold=0.2, context_length=200_000))
+    assert [n for n in report.notes if "threshold_floor_tokens" in n] == [
+        "on the 200,000-token window the replay runs on: the threshold 0.2 x 200,000 = "
+        "40,000 tokens was raised to 64,000 because threshold_floor_tokens = 64,000 (set "
+        "threshold_floor_tokens = 0 to turn the floor off)"
+    ]
+
+
+async def _switched(ledger: Ledger, window: int, prompt: int) -> str:
+    """A chain started on a 16K window that switches to `window`, then sends prompts
+    of `prompt` tokens (2,000 before)."""
+    svc = ContextService(ledger, summarizer=OfflineSummarizer(), config=CompressionConfig())
+    sid = ledger.start_session(model="m", context_length=16_000)
+    sid = (await svc.switch_model(sid, "big", window)).session_id
+    for turn in range(22):
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 1500}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.preflight(sid)).session_id
+        usage = {"prompt_tokens": prompt if turn >= 20 else 2_000, "completion_tokens": 5}
+        sid = (await svc.report_usage(sid, usage, tool_calls=None)).session_id
+        answer = {"role": "assistant", "content": f"done {turn} " + "x " * 150}
+        sid = (await svc.append(sid, [answer])).session_id
+    return svc.tip(sid)
+
+
+def test_the_floor_note_judges_every_window_the_chain_switches_to(tmp_path: Path) -> None:
+    """Review 1, case (b): a chain that starts on 16K and switches to 200K; `threshold =
+    0.4` is floored on 16K only, and on 200K it compacts where the recording did not:
+    the note names the 16K window and no longer says the change does nothing. Switched
+    to 32K instead, 0.3 and 0.5 both give 85 % of each window: then it is said."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = anyio.run(_switched, ledger, 200_000, 90_000)
+    report = whatif(ledger, tip, config=CompressionConfig(threshold=0.4))
+    assert report.recorded.compactions == [] and len(report.whatif.compactions) >= 1
+    [note] = [n for n in report.notes if "threshold_floor_tokens" in n]
+    assert note.startswith("on the 16,000-token window the replay starts on: the threshold 0.4")
+    assert "does nothing" not in note
+    small = deterministic_ledger(tmp_path / "s.db")
+    hist = history(small, anyio.run(_switched, small, 32_000, 2_000))
+    notes = threshold_notes(hist, CompressionConfig(threshold=0.3), ["threshold"])
+    assert [n.split(":")[0] for n in notes] == [
+        "on the 16,000-token window the replay starts on",
+        "on the 32,000-token window the chain switches to",
+    ]
+    assert notes[-1].endswith(
+        "; the recorded config's threshold is the same on each window the chain runs on: "
+        "the change does nothing here"
+    )
 
 
 def _tool_loop_import(tmp_path: Path) -> tuple[Ledger, str]:

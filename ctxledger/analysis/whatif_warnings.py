@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Collection
 
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
-from ctxledger.analysis.history import History, UsageStep
+from ctxledger.analysis.history import History, LimitStep, ModelStep, UsageStep
 from ctxledger.analysis.whatif_loop import EVERY_CALL, HERMES, PER_RUN
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import window_budgets
@@ -211,20 +211,41 @@ def _imported(
 def threshold_notes(
     hist: History, config: CompressionConfig, changes: Collection[str]
 ) -> list[str]:
-    """What a changed ``threshold`` (or floor) comes to on the chain's window: the floor
-    (``threshold_floor_tokens``, 64,000 by default) raises a small window's threshold, up
-    to 85 % of the window, so on such a window a lower ``threshold`` may change nothing at
-    all while the what-if's headline lists it as changed."""
+    """What a changed ``threshold`` (or floor) comes to on the windows the what-if runs
+    on: the floor (``threshold_floor_tokens``, 64,000 by default) raises a small window's
+    threshold, up to 85 % of the window, so there a lower ``threshold`` may change nothing
+    at all while the what-if's headline lists it as changed. Each window where the floor
+    moves the what-if's threshold is noted; "does nothing" is said only when the
+    recorded and the what-if's thresholds are equal on every window, in order."""
     if not {"threshold", "threshold_floor_tokens"} & set(changes):
         return []
-    window = hist.start.context_length
-    budgets = window_budgets(config, window)
-    if budgets.note is None:
-        return []
-    recorded = hist.config.threshold_tokens(window)
-    same = (
-        f"; the recorded config's is {recorded:,} too: the change does nothing here"
-        if recorded == budgets.threshold_tokens
-        else ""
-    )
-    return [f"on the chain's {window:,}-token window the {budgets.note}{same}"]
+    windows = _windows(hist, config.context_length or hist.start.context_length)
+    notes: list[str] = []
+    first = "the replay runs on" if len(windows) == 1 else "the replay starts on"
+    for i, window in enumerate(dict.fromkeys(windows)):
+        note = window_budgets(config, window).note
+        if note is not None:
+            where = first if i == 0 else "the chain switches to"
+            notes.append(f"on the {window:,}-token window {where}: the {note}")
+    recorded = [hist.config.threshold_tokens(w) for w in _windows(hist, hist.start.context_length)]
+    if notes and recorded == [config.threshold_tokens(w) for w in windows]:
+        same = (
+            f"the recorded config's is {recorded[0]:,} too"
+            if len(windows) == 1
+            else "the recorded config's threshold is the same on each window the chain runs on"
+        )
+        notes[-1] += f"; {same}: the change does nothing here"
+    return notes
+
+
+def _windows(hist: History, start: int) -> list[int]:
+    """The windows a replay of `hist` that starts on a `start`-token window runs on, in
+    order: a model switch sets the window, a learned limit only lowers it (as
+    ``Ledger.learn_context_limit`` does)."""
+    out = [start]
+    for step in hist.steps:
+        if isinstance(step, ModelStep) or (
+            isinstance(step, LimitStep) and step.context_length < out[-1]
+        ):
+            out.append(step.context_length)
+    return out

@@ -380,3 +380,68 @@ def test_hygiene_on_a_log_without_usage_is_said_to_judge_the_views_count(tmp_pat
     assert counted is not None
     [warning] = [w for w in counted.warnings if "hygiene compaction" in w]
     assert "(before a user turn, on the last prompt the provider counted)" in warning
+
+
+async def _uncounted_continuation(ledger: Ledger) -> str:
+    """Counted calls, a /compress, then calls that report no usage (streamed without
+    ``include_usage``) and one long answer: the continuation never gets a count."""
+    svc = ContextService(ledger, summarizer=OfflineSummarizer(), config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(12):
+        if turn == 3:
+            sid = (await svc.compress(sid)).session_id
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 300}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.preflight(sid)).session_id
+        usage = {"prompt_tokens": 2_000, "completion_tokens": 5} if turn < 3 else None
+        sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
+        answer = {
+            "role": "assistant",
+            "content": f"done {turn} " + "ok " * (9000 if turn == 8 else 300),
+        }
+        sid = (await svc.append(sid, [answer])).session_id
+    return svc.tip(sid)
+
+
+def test_the_hygiene_warning_words_what_each_hygiene_check_judged(tmp_path: Path) -> None:
+    """Review 1, finding 3: a log with some usage got "on the last prompt the provider
+    counted" although the what-if's hygiene judged the estimate (its continuation had no
+    count); the wording now comes from each hygiene check's recorded source."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    report = whatif(ledger, anyio.run(_uncounted_continuation, ledger))
+    assert [c.trigger for c in report.whatif.compactions][:1] == ["hygiene"]
+    assert report.reproduction is not None
+    [warning] = [w for w in report.reproduction.warnings if "hygiene compaction" in w]
+    assert "(before a user turn, on the view's own token count)" in warning
+
+
+async def _counted_then_not(ledger: Ledger) -> str:
+    """As `_no_hygiene` up to two counted 14,500-token prompts, then calls that report no
+    usage and one long answer: the what-if's hygiene fires once on each kind of count."""
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(40):
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 200}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.preflight(sid)).session_id
+        counted = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
+        usage = counted if turn < 32 else None
+        sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
+        words = "fixed " * (9000 if turn == 36 else 150)
+        sid = (
+            await svc.append(sid, [{"role": "assistant", "content": f"done {turn} {words}"}])
+        ).session_id
+    return svc.tip(sid)
+
+
+def test_hygiene_on_both_kinds_of_count_is_said_with_each_number(tmp_path: Path) -> None:
+    """The mixed wording of review 1, finding 3."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    report = whatif(ledger, anyio.run(_counted_then_not, ledger))
+    assert [c.trigger for c in report.whatif.compactions].count("hygiene") == 2
+    assert report.reproduction is not None
+    [warning] = [w for w in report.reproduction.warnings if "hygiene compaction" in w]
+    assert warning.startswith(
+        "the what-if's loop made 2 hygiene compaction(s) (before a user turn: 1 on the last "
+        "prompt the provider counted, 1 on the view's own token count) and"
+    )

@@ -12,6 +12,7 @@ run no hygiene, did not.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Collection
 
@@ -66,28 +67,45 @@ def comparison_warnings(
         out.append(_doubled_warning(doubled, recorded))
     loop = recorded_loop(scratch.transcript.session(scratch.chains.root(tip)).config) or HERMES
     if not any(key.startswith("hygiene_") for key in changed):
-        out.extend(_hygiene_warning(recorded, whatif, counted=counted))
+        out.extend(_hygiene_warning(scratch, recorded, whatif))
     out.extend(_loop_warnings(ledger, recorded[matching:], loop))
     return out
 
 
 def _hygiene_warning(
-    recorded: list[CompactionRecord], whatif: list[CompactionRecord], *, counted: bool
+    scratch: Ledger, recorded: list[CompactionRecord], whatif: list[CompactionRecord]
 ) -> list[str]:
-    """The what-if's hygiene compactions when the recording has none (under its recorded
-    hygiene settings: changed ones are the what-if's point). Hygiene judges the last
-    prompt the provider counted, else (`counted` false: no usage in the log) the view's
-    own count."""
-    hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
+    """The what-if's hygiene compactions (in `scratch`) when the recording has none
+    (under its recorded hygiene settings: changed ones are the what-if's point), with
+    what each one judged, as its check recorded it: the last prompt the provider
+    counted, else (no count in the session since its last compaction, or none in the
+    log) the view's own count, or the hard message limit."""
+    hygiene = [r for r in whatif if r.switch.trigger == "hygiene"]
     if not hygiene or any(r.switch.trigger == "hygiene" for r in recorded):
         return []
-    on = "the last prompt the provider counted" if counted else "the view's own token count"
+    judged = collections.Counter(_hygiene_judged(_last_check(scratch, r)) for r in hygiene)
+    on = (
+        f", {next(iter(judged))}"
+        if len(judged) == 1
+        else ": " + ", ".join(f"{n} {how}" for how, n in sorted(judged.items()))
+    )
     return [
-        f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
+        f"the what-if's loop made {len(hygiene)} hygiene compaction(s) (before a user turn"
         f"{on}) and the recording has none: an agent that "
         "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
         "run none) never compacts there (`replay --loop` replays another loop)"
     ]
+
+
+def _hygiene_judged(check: CompressionChecked | None) -> str:
+    """What a hygiene check judged, from its recorded ``source`` ("real: …",
+    "estimate: …", "…: N messages reach the hard limit of M")."""
+    source = check.source if check is not None else ""
+    if "messages reach the hard limit" in source:
+        return "at the hard message limit"
+    if source.startswith("real:"):
+        return "on the last prompt the provider counted"
+    return "on the view's own token count"
 
 
 def _loop_warnings(ledger: Ledger, unmatched: list[CompactionRecord], loop: str) -> list[str]:
@@ -143,15 +161,20 @@ def _preflight_points(
 
 
 def _host_decided(ledger: Ledger, r: CompactionRecord) -> bool:
-    """Whether the check that made compaction `r` was a host's decision (its session's
-    last check before it)."""
+    """Whether the check that made compaction `r` was a host's decision."""
+    last = _last_check(ledger, r)
+    return last is not None and decided_by_host(last)
+
+
+def _last_check(ledger: Ledger, r: CompactionRecord) -> CompressionChecked | None:
+    """The check that made compaction `r`: its session's last one before it."""
     last = None
     for x in ledger.store.read_session(r.session_id):
         if x.seq >= r.seq:
             break
         if isinstance(x.event, CompressionChecked):
             last = x.event
-    return last is not None and decided_by_host(last)
+    return last
 
 
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:

@@ -445,3 +445,15 @@ def test_hits_cut_by_the_limit_are_said_to_be_more(tmp_path: Path) -> None:
         assert (said in out) is more and (out[-1] == said) is more
         as_json = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
         assert as_json["more"] is more and len(as_json["hits"]) == min(limit, 15)
+
+
+def test_more_counts_the_any_word_hits_when_no_message_holds_every_word(tmp_path: Path) -> None:
+    """No message holds both words: the hits are those holding any (5 here), and `more`
+    is judged on those, at the limit's boundary."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    sid = ledger.start_session(model="m", context_length=16_000)
+    said = [f"zebra {i}" for i in range(3)] + ["lion a", "lion b", "okapi"]
+    ledger.append_messages(sid, [{"role": "user", "content": text} for text in said])
+    for limit, more in [(4, True), (5, False), (6, False)]:
+        result = recall(ledger, sid, "zebra lion", limit=limit)
+        assert (result.match, len(result.hits), result.more) == ("any", min(limit, 5), more)

@@ -226,18 +226,22 @@ def test_a_chain_checked_between_turns_says_why_the_whatif_cannot_match(
     assert plain_repro is not None and not any("ran preflight" in w for w in plain_repro.warnings)
 
 
-async def _no_hygiene(ledger: Ledger) -> str:
+async def _no_hygiene(ledger: Ledger, uncounted_from: int = 40, long_answer: int = -1) -> str:
     """A loop without hygiene (as every adapter and the proxy): the provider counts far
-    more than the view (a tool output sent whole in its run, kept as a preview)."""
+    more than the view (a tool output sent whole in its run, kept as a preview). From
+    turn `uncounted_from` on no call reports usage; the answer of turn `long_answer` is
+    long."""
     svc = ContextService(ledger, config=SMALL)
     sid = ledger.start_session(model="m", context_length=16_000)
     for turn in range(40):
         ask = {"role": "user", "content": f"turn {turn} " + "word " * 200}
         sid = (await svc.append(sid, [ask])).session_id
         sid = (await svc.preflight(sid)).session_id
-        usage = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
+        counted = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
+        usage = counted if turn < uncounted_from else None
         sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
-        answer = {"role": "assistant", "content": f"done {turn} " + "fixed " * 150}
+        words = "fixed " * (9000 if turn == long_answer else 150)
+        answer = {"role": "assistant", "content": f"done {turn} " + words}
         sid = (await svc.append(sid, [answer])).session_id
     return svc.tip(sid)
 
@@ -415,29 +419,12 @@ def test_the_hygiene_warning_words_what_each_hygiene_check_judged(tmp_path: Path
     assert "(before a user turn, on the view's own token count)" in warning
 
 
-async def _counted_then_not(ledger: Ledger) -> str:
-    """As `_no_hygiene` up to two counted 14,500-token prompts, then calls that report no
-    usage and one long answer: the what-if's hygiene fires once on each kind of count."""
-    svc = ContextService(ledger, config=SMALL)
-    sid = ledger.start_session(model="m", context_length=16_000)
-    for turn in range(40):
-        ask = {"role": "user", "content": f"turn {turn} " + "word " * 200}
-        sid = (await svc.append(sid, [ask])).session_id
-        sid = (await svc.preflight(sid)).session_id
-        counted = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
-        usage = counted if turn < 32 else None
-        sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
-        words = "fixed " * (9000 if turn == 36 else 150)
-        sid = (
-            await svc.append(sid, [{"role": "assistant", "content": f"done {turn} {words}"}])
-        ).session_id
-    return svc.tip(sid)
-
-
 def test_hygiene_on_both_kinds_of_count_is_said_with_each_number(tmp_path: Path) -> None:
-    """The mixed wording of review 1, finding 3."""
+    """The mixed wording of review 1, finding 3: two counted 14,500-token prompts, then
+    calls that report no usage and one long answer; the what-if's hygiene fires once on
+    each kind of count."""
     ledger = deterministic_ledger(tmp_path / "l.db")
-    report = whatif(ledger, anyio.run(_counted_then_not, ledger))
+    report = whatif(ledger, anyio.run(_no_hygiene, ledger, 32, 36))
     assert [c.trigger for c in report.whatif.compactions].count("hygiene") == 2
     assert report.reproduction is not None
     [warning] = [w for w in report.reproduction.warnings if "hygiene compaction" in w]

@@ -481,3 +481,72 @@ def test_show_strips_the_reference(imported: tuple[Path, str]) -> None:
         run(db, "show", sid, "--json").output
     )
     assert json.loads(run(db, "chain", f" {sid}\t", "--json").output)["session_id"] == sid
+
+
+def _tool_loop_ledger(tmp_path: Path) -> tuple[Path, str]:
+    """An imported 16K ledger: one user ask, then 40 tool calls with long results."""
+    calls = [
+        [
+            {"role": "assistant", "content": f"step {i}", "tool_calls": [
+                {"id": f"c{i}", "type": "function",
+                 "function": {"name": "bash", "arguments": json.dumps({"cmd": f"ls d{i}"})}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"file_{i}.py " * 120},
+        ]
+        for i in range(40)
+    ]  # fmt: skip
+    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "fix it"}]
+    messages += [m for pair in calls for m in pair]
+    path = tmp_path / "loop.json"
+    path.write_text(json.dumps(messages))
+    db = tmp_path / "l.db"
+    return db, run(db, "import", str(path), "--context-length", "16000").output.split()[-1]
+
+
+def test_the_dry_run_names_the_messages_of_its_range_it_keeps(tmp_path: Path) -> None:
+    """`summarize messages [a, b)` kept quiet about the messages of that range the
+    compaction keeps: the latest user ask of a long tool loop (carried, after the
+    summary) and a pinned message (before it). The compaction then made one message more
+    than the range implied; the plan's notes and pins are printed under the line now.
+    (Review 1: the pinned line first said "after the summary"; the compaction is run
+    here for real and the pins' place checked.)"""
+    db, sid = _tool_loop_ledger(tmp_path)
+    assert run(db, "pin", sid, "40").exit_code == 0  # a step in the middle, with its result
+    result = run(db, "compress", sid, "--dry-run")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(run(db, "compress", sid, "--dry-run", "--json").output)["plan"]
+    assert plan["carried"] == [1] and plan["pinned"] == [40, 41]
+    assert plan["compress_start"] <= 1 < 41 < plan["compress_end"]
+    lines = result.output.splitlines()
+    assert "  pinned, kept verbatim before the summary: messages [40, 41]" in lines
+    assert f"  note: {plan['notes'][-1]}" in lines and "[1]" in plan["notes"][-1]
+    rows = json.loads(run(db, "show", sid, "--json").output)
+    ids = {k: rows[k]["message_id"] for k in (1, 40, 41)}
+    done = json.loads(run(db, "compress", sid, "--json").output)
+    after = json.loads(run(db, "show", done["new_session_id"], "--json").output)
+    place = {r["message_id"]: r["index"] for r in after}
+    summary = [  # (the system prompt's note names the summary too)
+        r["index"] for r in after[1:] if "handoff summary" in str(r["message"]["content"])
+    ]
+    assert len(summary) == 1
+    assert place[ids[40]] < place[ids[41]] < summary[0] < place[ids[1]]
+
+
+def test_a_carried_note_says_the_summary_is_merged_into_its_message(tmp_path: Path) -> None:
+    """A summary merged into the carried user ask goes into that message, after its
+    text; the planner's note (stored in the plan as written) says "after the summary",
+    so the dry run's line says where it really goes (review 1)."""
+    db, sid = _tool_loop_ledger(tmp_path)
+    result = run(db, "compress", sid, "--dry-run")
+    plan = json.loads(run(db, "compress", sid, "--dry-run", "--json").output)["plan"]
+    assert plan["merged_into_tail"] and plan["merge_index"] == 1 and plan["carried"] == [1]
+    notes = [ln for ln in result.output.splitlines() if ln.startswith("  note: messages [1]")]
+    assert notes == [
+        "  note: messages [1] (the latest user ask / visible reply) are kept verbatim "
+        "(the summary is merged into message 1, after its text)"
+    ]
+    assert "after the summary" not in result.output
+    assert any(n.endswith("kept verbatim after the summary") for n in plan["notes"])
+    done = json.loads(run(db, "compress", sid, "--json").output)
+    first = json.loads(run(db, "show", done["new_session_id"], "--json").output)[1]
+    assert first["message"]["content"].startswith("fix it")
+    assert "handoff summary" in first["message"]["content"]

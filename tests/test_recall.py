@@ -422,3 +422,38 @@ def test_the_index_holds_what_a_reader_reads_not_image_data_or_call_ids() -> Non
     assert [h.role for h in recall(ledger, sid, "terminal").hits] == ["assistant"]
     assert recall(ledger, sid, "okapiBASE64").hits == []
     assert recall(ledger, sid, "call_zebra1").hits == []
+
+
+def test_hits_cut_by_the_limit_are_said_to_be_more(tmp_path: Path) -> None:
+    """`recall` printed its newest `--limit` hits (10 by default) and nothing said that
+    older messages matched too: 15 matches read as 10."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    sid = ledger.start_session(model="m", context_length=16_000)
+    ledger.append_messages(
+        sid,
+        [{"role": "user" if i % 2 else "assistant", "content": f"zebra {i}"} for i in range(15)],
+    )
+    ledger.close()
+    for limit, more in [(10, True), (14, True), (15, False), (40, False)]:
+        with Ledger.open(tmp_path / "l.db") as reader:
+            result = recall(reader, sid, "zebra", limit=limit)
+        assert (len(result.hits), result.more) == (min(limit, 15), more)
+        assert [h.seq for h in result.hits] == sorted((h.seq for h in result.hits), reverse=True)
+        args = ["--db", str(tmp_path / "l.db"), "recall", sid, "zebra", "--limit", str(limit)]
+        out = CliRunner().invoke(cli, args).output.splitlines()
+        said = f"more messages match: the newest {limit} are shown (--limit N)"
+        assert (said in out) is more and (out[-1] == said) is more
+        as_json = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
+        assert as_json["more"] is more and len(as_json["hits"]) == min(limit, 15)
+
+
+def test_more_counts_the_any_word_hits_when_no_message_holds_every_word(tmp_path: Path) -> None:
+    """No message holds both words: the hits are those holding any (5 here), and `more`
+    is judged on those, at the limit's boundary."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    sid = ledger.start_session(model="m", context_length=16_000)
+    said = [f"zebra {i}" for i in range(3)] + ["lion a", "lion b", "okapi"]
+    ledger.append_messages(sid, [{"role": "user", "content": text} for text in said])
+    for limit, more in [(4, True), (5, False), (6, False)]:
+        result = recall(ledger, sid, "zebra lion", limit=limit)
+        assert (result.match, len(result.hits), result.more) == ("any", min(limit, 5), more)

@@ -260,3 +260,17 @@ def test_recall_stops_at_its_cap_and_the_compaction_count_walks_on(
     scopes = conversation_scopes(ledger, tips[-1])
     assert [s.root for s in scopes] == [ledger.chains.root(t) for t in tips[:-4:-1]]
     assert compactions(ledger.chains, tips[-1]) == 5
+
+
+def test_more_leaves_out_what_the_branch_dropped() -> None:
+    """`recall`'s `more` (one row past the limit) counts the branch's conversation only:
+    the parent's "where is walrus9", below the branch point but dropped by the branch,
+    would be the row past a limit of all 16 hits."""
+    ledger = deterministic_ledger()
+    _, tip, branch = _branched(ledger, keep=4)
+    assert recall(ledger, branch, "walrus9").hits == [] != recall(ledger, tip, "walrus9").hits
+    everything = recall(ledger, branch, "where", limit=100)
+    assert (len(everything.hits), everything.more) == (16, False)
+    for limit, more in [(15, True), (16, False)]:
+        result = recall(ledger, branch, "where", limit=limit)
+        assert (len(result.hits), result.more) == (limit, more)

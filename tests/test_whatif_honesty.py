@@ -13,8 +13,11 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from test_imported_compactions import claude_code_log
 
 from ctxledger import OfflineSummarizer, compact
+from ctxledger.analysis.history import history
 from ctxledger.analysis.whatif import whatif
+from ctxledger.analysis.whatif_warnings import threshold_notes
 from ctxledger.cli.main import cli
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.demo.record import record_generated
 from ctxledger.importers.detect import load
 from ctxledger.ledger.facade import Ledger
@@ -223,18 +226,22 @@ def test_a_chain_checked_between_turns_says_why_the_whatif_cannot_match(
     assert plain_repro is not None and not any("ran preflight" in w for w in plain_repro.warnings)
 
 
-async def _no_hygiene(ledger: Ledger) -> str:
+async def _no_hygiene(ledger: Ledger, uncounted_from: int = 40, long_answer: int = -1) -> str:
     """A loop without hygiene (as every adapter and the proxy): the provider counts far
-    more than the view (a tool output sent whole in its run, kept as a preview)."""
+    more than the view (a tool output sent whole in its run, kept as a preview). From
+    turn `uncounted_from` on no call reports usage; the answer of turn `long_answer` is
+    long."""
     svc = ContextService(ledger, config=SMALL)
     sid = ledger.start_session(model="m", context_length=16_000)
     for turn in range(40):
         ask = {"role": "user", "content": f"turn {turn} " + "word " * 200}
         sid = (await svc.append(sid, [ask])).session_id
         sid = (await svc.preflight(sid)).session_id
-        usage = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
+        counted = {"prompt_tokens": 14_500 if turn >= 30 else 2_000, "completion_tokens": 5}
+        usage = counted if turn < uncounted_from else None
         sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
-        answer = {"role": "assistant", "content": f"done {turn} " + "fixed " * 150}
+        words = "fixed " * (9000 if turn == long_answer else 150)
+        answer = {"role": "assistant", "content": f"done {turn} " + words}
         sid = (await svc.append(sid, [answer])).session_id
     return svc.tip(sid)
 
@@ -251,3 +258,177 @@ def test_hygiene_the_recording_never_ran_is_said(tmp_path: Path) -> None:
     assert hygiene >= 1
     [warning] = [w for w in repro.warnings if "hygiene compaction" in w]
     assert warning.startswith(f"the what-if's loop made {hygiene} hygiene compaction(s)")
+
+
+_FLOOR_NOTE = (
+    "on the 16,000-token window the replay runs on: the threshold 0.2 x 16,000 = 3,200 tokens was "
+    "raised to 13,600 because threshold_floor_tokens = 64,000 reaches the window, so "
+    "85 % of it is used (set threshold_floor_tokens = 0 to turn the floor off)"
+)
+
+
+@pytest.mark.parametrize(
+    ("recorded_floor", "floor", "said"),
+    [
+        (64_000, 64_000, [_FLOOR_NOTE + "; the recorded config's is 13,600 too: the change does nothing here"]),
+        (0, 64_000, [_FLOOR_NOTE]),  # recorded at 8,000 (0.5 x 16,000)
+        (64_000, 0, []),
+    ],
+)  # fmt: skip
+def test_a_threshold_the_floor_overrides_on_the_window_is_said(
+    tmp_path: Path, recorded_floor: int, floor: int, said: list[str]
+) -> None:
+    """On a 16,000-token window the default floor (64,000 tokens) puts the threshold at
+    85 % of the window whatever `threshold` says: a what-if of `threshold = 0.2` listed
+    "threshold: 0.5 → 0.2" as its change, and nothing said that it fired at 13,600
+    tokens, as recorded."""
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(_chat(12)))
+    recorded = CompressionConfig(threshold_floor_tokens=recorded_floor)
+    ledger = deterministic_ledger(tmp_path / "l.db", recorded)
+    [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    config = CompressionConfig(threshold=0.2, threshold_floor_tokens=floor)
+    report = whatif(ledger, sid, config=config)
+    assert "threshold" in report.config_changes
+    assert [n for n in report.notes if "threshold_floor_tokens" in n] == said
+
+
+def test_the_floor_note_judges_the_window_the_replay_runs_on(tmp_path: Path) -> None:
+    """Review 1, case (a): a what-if of `context_length = 200000, threshold = 0.2` on a
+    16K chain was said to do nothing (13,600 tokens on 16K, as recorded); it replays on
+    200K, where the floor gives 64,000."""
+    ledger, sid = _imported(tmp_path, 12)
+    report = whatif(ledger, sid, config=CompressionConfig(threshold=0.2, context_length=200_000))
+    assert [n for n in report.notes if "threshold_floor_tokens" in n] == [
+        "on the 200,000-token window the replay runs on: the threshold 0.2 x 200,000 = "
+        "40,000 tokens was raised to 64,000 because threshold_floor_tokens = 64,000 (set "
+        "threshold_floor_tokens = 0 to turn the floor off)"
+    ]
+
+
+async def _switched(ledger: Ledger, window: int, prompt: int) -> str:
+    """A chain started on a 16K window that switches to `window`, then sends prompts
+    of `prompt` tokens (2,000 before)."""
+    svc = ContextService(ledger, summarizer=OfflineSummarizer(), config=CompressionConfig())
+    sid = ledger.start_session(model="m", context_length=16_000)
+    sid = (await svc.switch_model(sid, "big", window)).session_id
+    for turn in range(22):
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 1500}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.preflight(sid)).session_id
+        usage = {"prompt_tokens": prompt if turn >= 20 else 2_000, "completion_tokens": 5}
+        sid = (await svc.report_usage(sid, usage, tool_calls=None)).session_id
+        answer = {"role": "assistant", "content": f"done {turn} " + "x " * 150}
+        sid = (await svc.append(sid, [answer])).session_id
+    return svc.tip(sid)
+
+
+def test_the_floor_note_judges_every_window_the_chain_switches_to(tmp_path: Path) -> None:
+    """Review 1, case (b): a chain that starts on 16K and switches to 200K; `threshold =
+    0.4` is floored on 16K only, and on 200K it compacts where the recording did not:
+    the note names the 16K window and no longer says the change does nothing. Switched
+    to 32K instead, 0.3 and 0.5 both give 85 % of each window: then it is said."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = anyio.run(_switched, ledger, 200_000, 90_000)
+    report = whatif(ledger, tip, config=CompressionConfig(threshold=0.4))
+    assert report.recorded.compactions == [] and len(report.whatif.compactions) >= 1
+    [note] = [n for n in report.notes if "threshold_floor_tokens" in n]
+    assert note.startswith("on the 16,000-token window the replay starts on: the threshold 0.4")
+    assert "does nothing" not in note
+    small = deterministic_ledger(tmp_path / "s.db")
+    hist = history(small, anyio.run(_switched, small, 32_000, 2_000))
+    notes = threshold_notes(hist, CompressionConfig(threshold=0.3), ["threshold"])
+    assert [n.split(":")[0] for n in notes] == [
+        "on the 16,000-token window the replay starts on",
+        "on the 32,000-token window the chain switches to",
+    ]
+    assert notes[-1].endswith(
+        "; the recorded config's threshold is the same on each window the chain runs on: "
+        "the change does nothing here"
+    )
+
+
+def _tool_loop_import(tmp_path: Path) -> tuple[Ledger, str]:
+    """An imported run: one ask, a long tool loop, then a second ask (no usage recorded)."""
+    messages: list[dict[str, object]] = [{"role": "user", "content": "fix the parser"}]
+    for i in range(40):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": f"step {i}", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i} " * 200},
+        ]
+    messages += [
+        {"role": "user", "content": "now the tests"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(messages))
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    [sid] = import_sessions(ledger, load(path), context_length=16_000)
+    return ledger, sid
+
+
+def test_hygiene_on_a_log_without_usage_is_said_to_judge_the_views_count(tmp_path: Path) -> None:
+    """The hygiene warning said the what-if's hygiene judged "the last prompt the provider
+    counted" also for a chain whose log holds no usage at all (an import): there it judges
+    the view's own token count."""
+    ledger, sid = _tool_loop_import(tmp_path)
+    report = whatif(ledger, sid)
+    assert [c.trigger for c in report.whatif.compactions] == ["hygiene"]
+    repro = report.reproduction
+    assert repro is not None
+    [warning] = [w for w in repro.warnings if "hygiene compaction" in w]
+    assert "(before a user turn, on the view's own token count)" in warning
+    assert "provider counted" not in warning
+    counted = whatif(ledger, anyio.run(_no_hygiene, ledger)).reproduction
+    assert counted is not None
+    [warning] = [w for w in counted.warnings if "hygiene compaction" in w]
+    assert "(before a user turn, on the last prompt the provider counted)" in warning
+
+
+async def _uncounted_continuation(ledger: Ledger) -> str:
+    """Counted calls, a /compress, then calls that report no usage (streamed without
+    ``include_usage``) and one long answer: the continuation never gets a count."""
+    svc = ContextService(ledger, summarizer=OfflineSummarizer(), config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    for turn in range(12):
+        if turn == 3:
+            sid = (await svc.compress(sid)).session_id
+        ask = {"role": "user", "content": f"turn {turn} " + "word " * 300}
+        sid = (await svc.append(sid, [ask])).session_id
+        sid = (await svc.preflight(sid)).session_id
+        usage = {"prompt_tokens": 2_000, "completion_tokens": 5} if turn < 3 else None
+        sid = (await svc.report_usage(sid, usage, tool_calls=False)).session_id
+        answer = {
+            "role": "assistant",
+            "content": f"done {turn} " + "ok " * (9000 if turn == 8 else 300),
+        }
+        sid = (await svc.append(sid, [answer])).session_id
+    return svc.tip(sid)
+
+
+def test_the_hygiene_warning_words_what_each_hygiene_check_judged(tmp_path: Path) -> None:
+    """Review 1, finding 3: a log with some usage got "on the last prompt the provider
+    counted" although the what-if's hygiene judged the estimate (its continuation had no
+    count); the wording now comes from each hygiene check's recorded source."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    report = whatif(ledger, anyio.run(_uncounted_continuation, ledger))
+    assert [c.trigger for c in report.whatif.compactions][:1] == ["hygiene"]
+    assert report.reproduction is not None
+    [warning] = [w for w in report.reproduction.warnings if "hygiene compaction" in w]
+    assert "(before a user turn, on the view's own token count)" in warning
+
+
+def test_hygiene_on_both_kinds_of_count_is_said_with_each_number(tmp_path: Path) -> None:
+    """The mixed wording of review 1, finding 3: two counted 14,500-token prompts, then
+    calls that report no usage and one long answer; the what-if's hygiene fires once on
+    each kind of count."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    report = whatif(ledger, anyio.run(_no_hygiene, ledger, 32, 36))
+    assert [c.trigger for c in report.whatif.compactions].count("hygiene") == 2
+    assert report.reproduction is not None
+    [warning] = [w for w in report.reproduction.warnings if "hygiene compaction" in w]
+    assert warning.startswith(
+        "the what-if's loop made 2 hygiene compaction(s) (before a user turn: 1 on the last "
+        "prompt the provider counted, 1 on the view's own token count) and"
+    )

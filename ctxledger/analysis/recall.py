@@ -130,6 +130,8 @@ class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
     #: all and the hits hold some of them
     match: str
     hits: list[RecallHit]
+    #: more messages match than the ``limit`` hits shown (the older ones are left out)
+    more: bool = False
 
 
 class SearchIndex:
@@ -451,11 +453,12 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     index = SearchIndex.for_ledger(ledger)
     index.catch_up()
     match, expr = "all", " ".join(terms)
-    rows = index.search(scopes, expr, limit)
+    rows = index.search(scopes, expr, limit + 1)  # one more: whether the hits are all
     if not rows and len(terms) > 1:
-        any_rows = index.search(scopes, " OR ".join(terms), limit)
+        any_rows = index.search(scopes, " OR ".join(terms), limit + 1)
         if any_rows:  # only then is "any word" what the hits are
             match, rows, expr = "any", any_rows, " OR ".join(terms)
+    more, rows = len(rows) > limit, rows[:limit]
     live = index.live_ids(ledger, ledger.tip(sid))
     messages = ledger.transcript.state.messages
     ids = [r[0] for r in rows if r[0] in messages]
@@ -477,7 +480,9 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
         )
         for r in rows
     ]
-    return RecallResult(session_id=sid, root=root, query=query.strip(), match=match, hits=hits)
+    return RecallResult(
+        session_id=sid, root=root, query=query.strip(), match=match, hits=hits, more=more
+    )
 
 
 def _many_matches(message: JSON | None, terms: list[str]) -> bool:

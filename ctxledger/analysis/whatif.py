@@ -74,7 +74,7 @@ from ctxledger.analysis.whatif_drive import _usage_report as _usage_report  # (t
 from ctxledger.analysis.whatif_loop import (
     replay_loop,
 )
-from ctxledger.analysis.whatif_warnings import comparison_warnings
+from ctxledger.analysis.whatif_warnings import comparison_warnings, threshold_notes
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
@@ -285,7 +285,7 @@ def _report(
         whatif=alternative,
         turns=turns,
         reproduces_recorded=reproduction.exact,
-        notes=hist.notes + result.notes,
+        notes=hist.notes + result.notes + threshold_notes(hist, effective, changes),
         out=os.fspath(out) if out is not None else None,
         reproduction=reproduction,
     )

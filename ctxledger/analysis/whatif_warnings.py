@@ -12,12 +12,15 @@ run no hygiene, did not.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Collection
 
 from ctxledger.analysis.compactions import CompactionRecord, chain_compactions
-from ctxledger.analysis.history import History, UsageStep
+from ctxledger.analysis.history import History, LimitStep, ModelStep, UsageStep
 from ctxledger.analysis.whatif_loop import EVERY_CALL, HERMES, PER_RUN
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.settings import window_budgets
 from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import recorded_loop
@@ -42,7 +45,8 @@ def comparison_warnings(
     ran with the settings named in `changed` changed."""
     out: list[str] = []
     usage = [s for s in hist.steps if isinstance(s, UsageStep)]
-    if not usage or not any(s.recorded_prompt for s in usage):
+    counted = any(s.recorded_prompt for s in usage)
+    if not counted:
         out.append(
             "the recorded log carries no provider usage: recorded tokens sent are 0 and the "
             "what-if's token counts are its own estimates, not comparable to what was billed"
@@ -63,23 +67,45 @@ def comparison_warnings(
         out.append(_doubled_warning(doubled, recorded))
     loop = recorded_loop(scratch.transcript.session(scratch.chains.root(tip)).config) or HERMES
     if not any(key.startswith("hygiene_") for key in changed):
-        out.extend(_hygiene_warning(recorded, whatif))
+        out.extend(_hygiene_warning(scratch, recorded, whatif))
     out.extend(_loop_warnings(ledger, recorded[matching:], loop))
     return out
 
 
-def _hygiene_warning(recorded: list[CompactionRecord], whatif: list[CompactionRecord]) -> list[str]:
-    """The what-if's hygiene compactions when the recording has none (under its recorded
-    hygiene settings: changed ones are the what-if's point)."""
-    hygiene = sum(r.switch.trigger == "hygiene" for r in whatif)
+def _hygiene_warning(
+    scratch: Ledger, recorded: list[CompactionRecord], whatif: list[CompactionRecord]
+) -> list[str]:
+    """The what-if's hygiene compactions (in `scratch`) when the recording has none
+    (under its recorded hygiene settings: changed ones are the what-if's point), with
+    what each one judged, as its check recorded it: the last prompt the provider
+    counted, else (no count in the session since its last compaction, or none in the
+    log) the view's own count, or the hard message limit."""
+    hygiene = [r for r in whatif if r.switch.trigger == "hygiene"]
     if not hygiene or any(r.switch.trigger == "hygiene" for r in recorded):
         return []
+    judged = collections.Counter(_hygiene_judged(_last_check(scratch, r)) for r in hygiene)
+    on = (
+        f", {next(iter(judged))}"
+        if len(judged) == 1
+        else ": " + ", ".join(f"{n} {how}" for how, n in sorted(judged.items()))
+    )
     return [
-        f"the what-if's loop made {hygiene} hygiene compaction(s) (before a user turn, on "
-        "the last prompt the provider counted) and the recording has none: an agent that "
+        f"the what-if's loop made {len(hygiene)} hygiene compaction(s) (before a user turn"
+        f"{on}) and the recording has none: an agent that "
         "runs no hygiene (the Agents SDK session, the LangChain middleware and the proxy "
         "run none) never compacts there (`replay --loop` replays another loop)"
     ]
+
+
+def _hygiene_judged(check: CompressionChecked | None) -> str:
+    """What a hygiene check judged, from its recorded ``source`` ("real: …",
+    "estimate: …", "…: N messages reach the hard limit of M")."""
+    source = check.source if check is not None else ""
+    if "messages reach the hard limit" in source:
+        return "at the hard message limit"
+    if source.startswith("real:"):
+        return "on the last prompt the provider counted"
+    return "on the view's own token count"
 
 
 def _loop_warnings(ledger: Ledger, unmatched: list[CompactionRecord], loop: str) -> list[str]:
@@ -135,15 +161,20 @@ def _preflight_points(
 
 
 def _host_decided(ledger: Ledger, r: CompactionRecord) -> bool:
-    """Whether the check that made compaction `r` was a host's decision (its session's
-    last check before it)."""
+    """Whether the check that made compaction `r` was a host's decision."""
+    last = _last_check(ledger, r)
+    return last is not None and decided_by_host(last)
+
+
+def _last_check(ledger: Ledger, r: CompactionRecord) -> CompressionChecked | None:
+    """The check that made compaction `r`: its session's last one before it."""
     last = None
     for x in ledger.store.read_session(r.session_id):
         if x.seq >= r.seq:
             break
         if isinstance(x.event, CompressionChecked):
             last = x.event
-    return last is not None and decided_by_host(last)
+    return last
 
 
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:
@@ -198,3 +229,46 @@ def _imported(
         f"and made {len(automatic)} compaction(s) of its own ({', '.join(triggers)}) that "
         "the recording has no counterpart for"
     ]
+
+
+def threshold_notes(
+    hist: History, config: CompressionConfig, changes: Collection[str]
+) -> list[str]:
+    """What a changed ``threshold`` (or floor) comes to on the windows the what-if runs
+    on: the floor (``threshold_floor_tokens``, 64,000 by default) raises a small window's
+    threshold, up to 85 % of the window, so there a lower ``threshold`` may change nothing
+    at all while the what-if's headline lists it as changed. Each window where the floor
+    moves the what-if's threshold is noted; "does nothing" is said only when the
+    recorded and the what-if's thresholds are equal on every window, in order."""
+    if not {"threshold", "threshold_floor_tokens"} & set(changes):
+        return []
+    windows = _windows(hist, config.context_length or hist.start.context_length)
+    notes: list[str] = []
+    first = "the replay runs on" if len(windows) == 1 else "the replay starts on"
+    for i, window in enumerate(dict.fromkeys(windows)):
+        note = window_budgets(config, window).note
+        if note is not None:
+            where = first if i == 0 else "the chain switches to"
+            notes.append(f"on the {window:,}-token window {where}: the {note}")
+    recorded = [hist.config.threshold_tokens(w) for w in _windows(hist, hist.start.context_length)]
+    if notes and recorded == [config.threshold_tokens(w) for w in windows]:
+        same = (
+            f"the recorded config's is {recorded[0]:,} too"
+            if len(windows) == 1
+            else "the recorded config's threshold is the same on each window the chain runs on"
+        )
+        notes[-1] += f"; {same}: the change does nothing here"
+    return notes
+
+
+def _windows(hist: History, start: int) -> list[int]:
+    """The windows a replay of `hist` that starts on a `start`-token window runs on, in
+    order: a model switch sets the window, a learned limit only lowers it (as
+    ``Ledger.learn_context_limit`` does)."""
+    out = [start]
+    for step in hist.steps:
+        if isinstance(step, ModelStep) or (
+            isinstance(step, LimitStep) and step.context_length < out[-1]
+        ):
+            out.append(step.context_length)
+    return out

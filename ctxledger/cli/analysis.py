@@ -358,6 +358,12 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
             + where
         )
         console.print("  " + " ".join(hit.snippet.split()), markup=False)
+    if result.more:
+        console.print(
+            styled(
+                (f"more messages match: the newest {len(result.hits)} are shown (--limit N)", "dim")
+            )
+        )
 
 
 @cli.command("expand")

@@ -184,6 +184,13 @@ def _print_outcome(sid: str, outcome: CompactionOutcome, *, system_prompt: bool)
             f"{len(p['prunes'])} prunes; budget {p['summary_budget_tokens']:,} tokens; "
             f"estimated {outcome.tokens_before:,} → {outcome.tokens_after:,} tokens"
         )
+        # what the range alone does not say: messages of it kept verbatim (pinned ones go
+        # before the summary, carried ones after it: the plan's output order)
+        if p["pinned"]:
+            console.print(f"  pinned, kept verbatim before the summary: messages {p['pinned']}")
+        merged = p["merge_index"] if p["merged_into_tail"] else None
+        for note in p["notes"]:
+            console.print(f"  note: {_merged_carried_note(note, p['carried'], merged)}")
     elif outcome.action == "skipped":
         console.print(f"not compressed: {outcome.skip_reason}")
         # one print per line: the console shows a newline inside a string as "\n"
@@ -203,6 +210,18 @@ def _print_outcome(sid: str, outcome: CompactionOutcome, *, system_prompt: bool)
         console.print(
             f"continuation: {outcome.new_session_id} (compaction {outcome.compaction_id})"
         )
+
+
+def _merged_carried_note(note: str, carried: list[int], merge_index: int | None) -> str:
+    """A planner's note that says carried messages are kept "after the summary", worded
+    for a summary merged into one of them: it then goes into that message, after its
+    text. Only the printed line changes: the notes are stored in the plan as the planner
+    wrote them, which a replay reproduces byte for byte."""
+    if merge_index not in carried:
+        return note
+    return note.replace(
+        " after the summary", f" (the summary is merged into message {merge_index}, after its text)"
+    )
 
 
 def _headline(outcome: CompactionOutcome) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctxledger.errors import InvalidInput, StoreError
-from ctxledger.eventstore.readonly import connect_read_only, tidy_side_files
+from ctxledger.eventstore.readonly import connect_read_only, refuse_old_schema, tidy_side_files
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -35,6 +35,16 @@ _RECORD = "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)"
 _TABLES = (
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!'"
 )
+
+
+#: how a read-only open reads a ledger lacking a migration (:meth:`Migrations.read_as_current`):
+#: 0002's head columns read NULL, as in a row written before them (folded from its payload)
+_READ_SHIMS = {
+    "0002_message_heads": (
+        "CREATE TEMP VIEW events AS SELECT seq, event_id, stream_id, version, kind, schema,"
+        " payload, hash, NULL AS message_id, NULL AS tokens FROM main.events"
+    ),
+}
 
 
 class Migrations:
@@ -82,6 +92,16 @@ class Migrations:
                 "upgrade ctxledger to open it"
             )
         return [name for name in self.names if name not in applied]
+
+    def read_as_current(self, conn: sqlite3.Connection, path: str) -> None:
+        """Let the read-only `conn` read a ledger an older ctxledger wrote as the current
+        schema, writing nothing to it: each pending migration's read shim (a TEMP view,
+        which shadows the file's table for every unqualified name) is made in the
+        connection's own temp schema. A pending migration with no shim is refused."""
+        pending = self.pending(conn)
+        refuse_old_schema(path, [name for name in pending if name not in _READ_SHIMS])
+        for name in pending:
+            conn.execute(_READ_SHIMS[name])
 
     def apply(self, conn: sqlite3.Connection) -> list[str]:
         """Apply every pending migration; one transaction per migration. Returns the names applied.
@@ -159,6 +179,24 @@ def refuse_foreign_database(path: str) -> bool:
         refuse_foreign_connection(conn, path)
         return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
     except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def written_by_older(path: str) -> bool:
+    """Whether the file at `path` is a ledger an older ctxledger wrote (a migration this
+    one has is not applied there), which a command that only reads opens read-only: a
+    writing open would migrate it, and the older ctxledger still writing it would then
+    refuse it as "migrated by a newer ctxledger". Read-only; False for a missing, empty
+    or unreadable file and for one that is no ledger (its open says what it is)."""
+    conn = _peek(path)
+    if conn is None:
+        return False
+    try:
+        applied = MIGRATIONS.applied(conn)
+        return bool(applied) and any(name not in applied for name in MIGRATIONS.names)
+    except (sqlite3.Error, InvalidInput):
         return False
     finally:
         conn.close()

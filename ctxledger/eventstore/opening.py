@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
-from ctxledger.eventstore.migrations import unmade_ledger
+from ctxledger.eventstore.migrations import unmade_ledger, written_by_older
 from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
@@ -26,6 +26,7 @@ from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.shownurl import shown_url
 
 __all__ = [
+    "cannot_write",
     "close_quietly",
     "default_db_path",
     "env_db",
@@ -137,12 +138,19 @@ def _is_file(text: str) -> bool:
 def opens_read_only(target: str | os.PathLike[str]) -> bool:
     """Whether a command that only reads opens the SQLite ledger `target` read-only: an
     empty file (which it must not turn into a ledger), a file of another user (root's
-    writable open left a root-owned 0600 ``.lock`` that locked the owner out), or a
-    file, folder or medium this process cannot write. False for a URL and for a file
-    that is not there."""
+    writable open left a root-owned 0600 ``.lock`` that locked the owner out), a
+    file, folder or medium this process cannot write, or a ledger an older ctxledger
+    wrote (a read must not migrate it: that older ctxledger would refuse it then;
+    session 39). False for a URL and for a file that is not there."""
     text = target_text(target)
     if is_url(text) or not _is_file(text):
         return False
+    return cannot_write(text) or written_by_older(text)
+
+
+def cannot_write(text: str) -> bool:
+    """Whether a read of the SQLite file `text` (there) must write nothing to it or
+    beside it: an empty file, another user's, or one this process cannot write."""
     return os.path.getsize(text) == 0 or belongs_to_another(text) or not is_writable(text)
 
 

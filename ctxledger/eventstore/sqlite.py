@@ -64,7 +64,6 @@ from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
     Unchanged,
     connect_read_only,
-    refuse_old_schema,
     refuse_unwritable,
 )
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
@@ -178,7 +177,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
                 if self._conn.execute("PRAGMA database_list").fetchone()[2] == "":
                     MIGRATIONS.apply(self._conn)  # an empty file: the empty schema, in memory
-                refuse_old_schema(self.path, MIGRATIONS.pending(self._conn))
+                MIGRATIONS.read_as_current(self._conn, self.path)  # (an older ledger: as is)
             except BaseException:
                 self._conn.close()
                 raise

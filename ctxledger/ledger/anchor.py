@@ -36,7 +36,9 @@ import msgspec
 
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
+from ctxledger.eventstore.migrations import written_by_older
 from ctxledger.eventstore.opening import (
+    cannot_write,
     is_url,
     open_for_reading,
     open_store,
@@ -396,9 +398,15 @@ def verify_file(
     store: EventStore
     if server:
         store, read_only = open_store(path, existing=True), False
-    else:  # (read-only again when a writable open failed for writing only: a full disk)
-        lite = open_for_reading(path, lambda ro: SQLiteEventStore(path, read_only=ro))
-        store, read_only = lite, lite.read_only
+    else:  # (read-only again when a writable open failed for writing only: a full disk;
+        # a SQLite database holding no table is refused, never made a ledger by a check)
+        lite = open_for_reading(
+            path, lambda ro: SQLiteEventStore(path, read_only=ro, existing=not ro)
+        )
+        # (a ledger an older ctxledger wrote is read as is, never migrated: its anchor is
+        # still checked and sealed beside it, as any ledger's this process may write)
+        older = lite.read_only and written_by_older(path) and not cannot_write(path)
+        store, read_only = lite, lite.read_only and not older
     try:
         report = store.verify()
         if report.ok and not server:

@@ -58,6 +58,16 @@ def _from_stdin(text: str, fmt: str | None) -> list[ImportedSession]:
         raise ImportFormatError(message, line=exc.line, path="stdin") from None
 
 
+def _missing(file: Path) -> bool:
+    """Whether no file is at `file`; InvalidInput for a name no file can have (one over
+    the system's limit was an OSError traceback, session 39)."""
+    try:
+        return not file.exists()
+    except OSError as exc:
+        shown = str(file) if len(str(file)) <= 200 else str(file)[:200] + "…"
+        raise InvalidInput(f"{shown}: cannot be read: {exc.strerror}") from None
+
+
 @cli.command("import")
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
 @click.option(
@@ -94,7 +104,7 @@ def import_cmd(
         text = read_input_stream(sys.stdin.buffer, max_bytes)
         sessions = _from_stdin(text, fmt)
     else:
-        if not file.exists():
+        if _missing(file):
             raise InvalidInput(f"{file}: no such file")
         sessions = load_import(file, fmt, max_bytes=max_bytes)
     ledger = state_of(ctx).ledger()

@@ -184,7 +184,11 @@ def find_config_file(
     named = (env or {}).get(CONFIG_ENV, "").strip()
     if named:
         path = Path(named).expanduser()
-        if not path.is_file():
+        try:
+            there = path.is_file()
+        except OSError as exc:  # (a name over the system's limit: a traceback, session 39)
+            raise InvalidConfig(f"{CONFIG_ENV}={named[:200]!r}: {exc.strerror}") from None
+        if not there:
             raise InvalidConfig(f"{CONFIG_ENV}={named!r}: no such config file")
         return path, CONFIG_ENV
     local = Path(cwd) if cwd is not None else Path.cwd()

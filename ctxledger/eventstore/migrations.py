@@ -18,7 +18,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctxledger.errors import InvalidInput, StoreError
-from ctxledger.eventstore.readonly import connect_read_only, refuse_old_schema, tidy_side_files
+from ctxledger.eventstore.readonly import (
+    SQLITE_FAILURES,
+    connect_read_only,
+    refuse_old_schema,
+    tidy_side_files,
+)
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -178,7 +183,7 @@ def refuse_foreign_database(path: str) -> bool:
     try:
         refuse_foreign_connection(conn, path)
         return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
-    except sqlite3.Error:
+    except SQLITE_FAILURES:
         return False
     finally:
         conn.close()
@@ -196,7 +201,7 @@ def written_by_older(path: str) -> bool:
     try:
         applied = MIGRATIONS.applied(conn)
         return bool(applied) and any(name not in applied for name in MIGRATIONS.names)
-    except (sqlite3.Error, InvalidInput):
+    except (*SQLITE_FAILURES, InvalidInput):
         return False
     finally:
         conn.close()
@@ -221,7 +226,7 @@ def _peek(path: str) -> sqlite3.Connection | None:
         # written, so no -wal/-shm is made beside a ledger on a read-only folder, and
         # those its close may remove removed (a WAL database no one has open)
         return connect_read_only(path)[0]
-    except (OSError, sqlite3.Error, StoreError):
+    except (OSError, *SQLITE_FAILURES, StoreError):
         return None
 
 
@@ -231,7 +236,7 @@ def refuse_foreign_connection(conn: sqlite3.Connection, path: str) -> None:
     error of SQLite's is left to the reads that follow."""
     try:
         _is_ledger(conn, path)
-    except sqlite3.Error:
+    except SQLITE_FAILURES:
         return
     except InvalidInput:
         conn.close()

@@ -80,7 +80,7 @@ from ctxledger.eventstore.rows import (
     decode_rows,
 )
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
-from ctxledger.eventstore.sqlite_errors import translated
+from ctxledger.eventstore.sqlite_errors import translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -226,6 +226,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
             yield
         except sqlite3.Error as exc:
             raise self._translate(exc, action) from exc
+        except UnicodeDecodeError as exc:  # (SQLite's message on a damaged schema)
+            raise self._translate(undecoded(exc), action) from exc
 
     def _translate(self, exc: sqlite3.Error, action: str) -> CtxLedgerError:
         if self._unchanged is not None and self._unchanged.changed():

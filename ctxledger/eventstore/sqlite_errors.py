@@ -8,7 +8,7 @@ import sqlite3
 from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
 from ctxledger.eventstore.space import PAGE_SIZE, out_of_space
 
-__all__ = ["translated"]
+__all__ = ["translated", "undecoded"]
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
@@ -38,3 +38,12 @@ def translated(exc: sqlite3.Error, where: str, path: str, busy_timeout_ms: int) 
     if code in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN):
         return StoreError(f"{where}: {exc}; check the disk and the file's permissions")
     return StoreError(f"{where}: {exc}")
+
+
+def undecoded(exc: UnicodeDecodeError) -> sqlite3.DatabaseError:
+    """The SQLite error whose message Python could not decode (it quotes bytes of a
+    damaged schema): a damaged file, its message decoded with replacements."""
+    raw = exc.object if isinstance(exc.object, bytes) else str(exc).encode()
+    error = sqlite3.DatabaseError(raw.decode("utf-8", "replace"))
+    error.sqlite_errorcode = _SQLITE_CORRUPT
+    return error

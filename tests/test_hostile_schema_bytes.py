@@ -9,7 +9,6 @@ store "not a readable SQLite session store", one line each, nothing written.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 
@@ -21,16 +20,16 @@ from ctxledger import Ledger
 from ctxledger.cli.main import cli
 
 
-def _damage_schema(path: Path) -> None:
-    """Two bytes of the first CREATE statement replaced by a byte sequence no UTF-8 has."""
+def _damage_schema(path: Path, at: bytes = b"CREATE TABLE", offset: int = 10) -> None:
+    """Two bytes `offset` into the first `at` of the file replaced by a byte sequence no
+    UTF-8 has."""
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("PRAGMA journal_mode = DELETE")
     conn.close()
     data = bytearray(path.read_bytes())
-    found = re.search(rb"CREATE TABLE", data)
-    assert found is not None
-    data[found.start() + 10 : found.start() + 12] = b"\xdd\x39"
+    found = data.find(at)
+    assert found >= 0
+    data[found + offset : found + offset + 2] = b"\xdd\x39"
     path.write_bytes(bytes(data))
 
 
@@ -80,3 +79,22 @@ def _events(db: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
     finally:
         conn.close()
+
+
+def test_an_import_onto_a_log_whose_seq_is_no_longer_the_row_id_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Bytes of ``"seq" INTEGER PRIMARY KEY`` changed so the schema still parses: seq is
+    no longer the row id and reads NULL. An append there was a TypeError traceback."""
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as ledger:
+        ledger.start_session(model="m", context_length=8_192)
+    _damage_schema(db, at=b'"seq" INTEGER', offset=13)
+    (tmp_path / "in.json").write_text('[{"role": "user", "content": "hi"}]')
+    before = db.read_bytes()
+    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(tmp_path / "in.json")])
+    assert isinstance(result.exception, SystemExit | None), repr(result.exception)
+    said = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(said) == 1, result.output
+    assert "damaged" in said[0] and "nothing was written" in said[0]
+    assert db.read_bytes() == before

@@ -80,7 +80,7 @@ from ctxledger.eventstore.rows import (
     decode_rows,
 )
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
-from ctxledger.eventstore.sqlite_errors import translated, undecoded
+from ctxledger.eventstore.sqlite_errors import checked_tail, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -319,7 +319,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
         if new_blobs:
             conn.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in new_blobs.items()])
-        tail = conn.execute(q.TAIL).fetchone()
+        tail = checked_tail(self.path, conn.execute(q.TAIL).fetchone())
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         first = seq
         flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT

@@ -8,7 +8,7 @@ import sqlite3
 from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
 from ctxledger.eventstore.space import PAGE_SIZE, out_of_space
 
-__all__ = ["translated", "undecoded"]
+__all__ = ["checked_tail", "translated", "undecoded"]
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
@@ -47,3 +47,20 @@ def undecoded(exc: UnicodeDecodeError) -> sqlite3.DatabaseError:
     error = sqlite3.DatabaseError(raw.decode("utf-8", "replace"))
     error.sqlite_errorcode = _SQLITE_CORRUPT
     return error
+
+
+def checked_tail(path: str, tail: tuple[object, ...] | None) -> tuple[int, str] | None:
+    """The log's last row (seq, hash) as an append reads it, None for an empty log;
+    IntegrityError when they are not an integer and a text: a damaged file (a schema
+    whose bytes changed so that seq is no longer the row id reads NULL seqs), onto which
+    nothing is appended (it was a TypeError traceback, session 39)."""
+    if tail is None:
+        return None
+    seq, stored = tail[0], tail[1]
+    if isinstance(seq, int) and not isinstance(seq, bool) and isinstance(stored, str):
+        return seq, stored
+    raise IntegrityError(
+        f"could not append in {path}: the file is damaged or inconsistent (the log's last "
+        f"row reads seq {seq!r}); restore it from a backup (`ctxledger verify` names "
+        "what it finds); nothing was written"
+    )

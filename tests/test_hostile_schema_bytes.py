@@ -98,3 +98,20 @@ def test_an_import_onto_a_log_whose_seq_is_no_longer_the_row_id_writes_nothing(
     assert result.exit_code == 1 and len(said) == 1, result.output
     assert "damaged" in said[0] and "nothing was written" in said[0]
     assert db.read_bytes() == before
+
+
+def test_verify_of_a_log_whose_seq_is_no_longer_the_row_id_fails_with_no_anchor(
+    tmp_path: Path,
+) -> None:
+    """The same damage with no head anchor beside the ledger: the walk by seq read no
+    row and `verify` said "ok: 0 events" (review 1 of session 39, F3; on main too)."""
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as ledger:
+        ledger.start_session(model="m", context_length=8_192)
+    _damage_schema(db, at=b'"seq" INTEGER', offset=13)
+    for side in tmp_path.glob("l.db.head*"):
+        side.unlink()
+    result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+    assert isinstance(result.exception, SystemExit | None), repr(result.exception)
+    assert result.exit_code == 1, result.output
+    assert "seq is not a number" in result.output and "damaged" in result.output

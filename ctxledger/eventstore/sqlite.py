@@ -80,7 +80,7 @@ from ctxledger.eventstore.rows import (
     decode_rows,
 )
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
-from ctxledger.eventstore.sqlite_errors import checked_tail, translated, undecoded
+from ctxledger.eventstore.sqlite_errors import checked_tail, numbered, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -551,8 +551,10 @@ class SQLiteEventStore(EventStore, HeadColumns):
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1
+        with self._lock, self._errors("verify the log"):
+            report = numbered(self._conn, verifier.report())
         self.check_unchanged()
-        return verifier.report()
+        return report
 
     def check_unchanged(self) -> None:
         if self._unchanged is not None:

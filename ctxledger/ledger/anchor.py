@@ -30,15 +30,15 @@ import os
 import secrets
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.migrations import written_by_older
 from ctxledger.eventstore.opening import (
-    cannot_write,
+    OLDER,
     is_url,
     open_for_reading,
     open_store,
@@ -381,7 +381,11 @@ def _check_expected(store: EventStore, report: VerifyReport, expect: str) -> Ver
 
 
 def verify_file(
-    path: str | os.PathLike[str], *, expect_head: str | None = None, seal: bool = True
+    path: str | os.PathLike[str],
+    *,
+    expect_head: str | None = None,
+    seal: bool = True,
+    tell: Callable[[str], None] | None = None,
 ) -> VerifyReport:
     """Check a ledger without folding it: the store's walk, its anchor, `expect_head`.
 
@@ -389,6 +393,7 @@ def verify_file(
     or a deleted row is reported at its seq, not raised while folding). After a clean
     walk the anchor is advanced to the verified head when `seal` is set. A server
     ledger (a ``postgresql://`` URL) has no anchor file: its walk and `expect_head`.
+    A ledger an older ctxledger wrote, read as it is, is told to `tell` (one line).
     """
     path = target_text(path)  # the file every step below opens ("~/x.db" expanded)
     server = is_url(path)
@@ -400,13 +405,12 @@ def verify_file(
         store, read_only = open_store(path, existing=True), False
     else:  # (read-only again when a writable open failed for writing only: a full disk;
         # a SQLite database holding no table is refused, never made a ledger by a check)
-        lite = open_for_reading(
-            path, lambda ro: SQLiteEventStore(path, read_only=ro, existing=not ro)
+        lite, why = open_for_reading(
+            path, lambda ro: SQLiteEventStore(path, read_only=ro, existing=not ro), tell
         )
         # (a ledger an older ctxledger wrote is read as is, never migrated: its anchor is
         # still checked and sealed beside it, as any ledger's this process may write)
-        older = lite.read_only and written_by_older(path) and not cannot_write(path)
-        store, read_only = lite, lite.read_only and not older
+        store, read_only = lite, lite.read_only and why != OLDER
     try:
         report = store.verify()
         if report.ok and not server:

@@ -4,7 +4,11 @@ Each supported text format's valid fixture (OpenAI JSON, Anthropic JSON, ShareGP
 Claude Code and Codex JSONL) with a value set, removed or added at a random place,
 imported with its format named or detected. The mutations hold hostile values: lone
 surrogates, NUL, huge integers, wrong types, the formats' own type names. 1,500 such
-files found nothing in session 39; this keeps the property.
+files found nothing in session 39; this keeps the property (derandomized: the same
+examples every run). A random draw can miss a crash (review 1 found an injected one
+missed by three runs out of three), so every object and list of every fixture is also
+replaced, in turn, by a text and by null: the shapes that crash a reader expecting an
+object (``raw.get`` of a text), each parsed and appended to one shared ledger.
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ from helpers.import_fixtures import (
     openai_conversation,
     sharegpt_record,
 )
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxledger import Ledger
 from ctxledger.cli.main import cli
+from ctxledger.errors import CtxLedgerError
+from ctxledger.importers.detect import load
+from ctxledger.ledger.importing import import_sessions
 
 FIXTURES: dict[str, Any] = {
     "openai": openai_conversation(),
@@ -92,6 +100,7 @@ def _events(db: Path) -> int:
         conn.close()
 
 
+@settings(derandomize=True, max_examples=20)
 @given(mutated(), st.booleans())
 def test_a_mutated_import_file_is_no_traceback_and_a_refusal_appends_nothing(
     case: tuple[str, bytes], named: bool
@@ -109,3 +118,38 @@ def test_a_mutated_import_file_is_no_traceback_and_a_refusal_appends_nothing(
     else:
         said = [line for line in result.output.splitlines() if line.startswith("error:")]
         assert len(said) == 1 and appended == 0, (result.output[-500:], appended)
+
+
+def _encoded(fmt: str, doc: Any) -> str:
+    lines = [doc] if fmt in ("openai", "anthropic") else doc
+    return "\n".join(json.dumps(line) for line in lines)
+
+
+def _shapes() -> list[tuple[str, str]]:
+    """Every fixture with one of its objects or lists replaced by a text or by null."""
+    out: list[tuple[str, str]] = []
+    for fmt, fixture in FIXTURES.items():
+        for at in _places(fixture)[1:]:
+            doc = copy.deepcopy(fixture)
+            parent = doc
+            for key in at[:-1]:
+                parent = parent[key]
+            if not isinstance(parent[at[-1]], dict | list):
+                continue
+            for value in ("x", None):
+                parent[at[-1]] = value
+                out.append((fmt, _encoded(fmt, doc)))
+    return out
+
+
+def test_every_object_of_every_fixture_replaced_by_a_text_or_null_is_no_crash() -> None:
+    shapes = _shapes()
+    assert len(shapes) > 250  # (every format's objects: 304 when written)
+    with Ledger.open(":memory:") as ledger:
+        for fmt, text in shapes:
+            for named in (fmt, None):
+                before = ledger.store.last_seq()
+                try:
+                    import_sessions(ledger, load(None, named, text=text))
+                except CtxLedgerError:
+                    assert ledger.store.last_seq() == before, (fmt, text)

@@ -10,6 +10,13 @@ Prints one JSON object per line: {"bench", "value", "unit", "target", "ok", ...}
   tokens; most need compressing to the 15,250-token default). Target: at most 30 s.
   ``cpu_seconds`` and ``load_average`` are printed too: on a shared machine the wall
   time follows the load, the CPU time much less.
+* ``import_peak_memory``: peak RSS a ``ctxledger import`` process adds per MB of a JSONL
+  file of tiny messages (``{"role": "user", "content": "m1"}``: the worst case per byte),
+  the process importing one message subtracted. Baseline: a process that only reads the
+  file and decodes each line into a dict, measured the same way. Session 39: 51-52 MB
+  per MB at 50k and 200k messages (baseline 11): the import holds every message
+  parsed, as events, encoded and folded (one transaction per file), so it grows with
+  the file (docs/notes/s39-hostile.md).
 
 Run alone (``python bench/import_bench.py``) or import the ``bench_*`` functions.
 Every file lives in a temporary directory; nothing is kept.
@@ -21,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -180,12 +188,66 @@ def bench_trajectories(count: int = 1000, concurrency: int = 16) -> Result:
     }
 
 
+#: runs one measured step in a fresh process and prints its peak resident set (KiB) last:
+#: VmHWM is the process's own (a child's ru_maxrss starts at its parent's size at fork)
+_MEASURED = """
+import sys
+if sys.argv[1] == "import":
+    from ctxledger.cli.main import cli
+    cli.main(sys.argv[2:], standalone_mode=False)
+else:
+    import json
+    rows = [json.loads(line) for line in open(sys.argv[2])]
+with open("/proc/self/status") as status:
+    print(next(line.split()[1] for line in status if line.startswith("VmHWM")))
+"""
+
+
+def _peak_kib(*argv: str) -> int:
+    """The peak resident set of :data:`_MEASURED` run with `argv`, in KiB."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURED, *argv], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[:1]} failed: {done.stderr[-500:]}")
+    return int(done.stdout.split()[-1])
+
+
+def bench_import_memory(messages: int = 200_000) -> Result:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        big, small = Path(tmp) / "big.jsonl", Path(tmp) / "small.jsonl"
+        rows = ({"role": ("user", "assistant")[i % 2], "content": f"m{i}"} for i in range(messages))
+        big.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        small.write_text(json.dumps({"role": "user", "content": "m"}) + "\n")
+        mb = big.stat().st_size / 2**20
+
+        def imported(path: Path) -> int:
+            db = str(path.with_suffix(".db"))
+            return _peak_kib("import", "-q", "--db", db, "import", str(path), "--format", "openai")
+
+        added = (imported(big) - imported(small)) / 1024 / mb
+        parsed = (_peak_kib("decode", str(big)) - _peak_kib("decode", str(small))) / 1024 / mb
+    return {
+        "bench": "import_peak_memory",
+        "value": round(added, 1),
+        "unit": "MB peak RSS per MB of input",
+        "messages": messages,
+        "input_mb": round(mb, 2),
+        "baseline": "decode every line into a dict (json.loads)",
+        "baseline_value": round(parsed, 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--trajectories", type=int, default=1000)
+    parser.add_argument("--memory-messages", type=int, default=200_000)
     args = parser.parse_args(argv)
+    print(json.dumps(bench_import_memory(args.memory_messages)), flush=True)
     print(json.dumps(bench_import_openai(args.messages, args.repeat)), flush=True)
     print(json.dumps(bench_trajectories(args.trajectories)), flush=True)
 

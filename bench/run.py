@@ -41,7 +41,14 @@ if os.path.isdir(CORPUS):
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],
     "projection_bench.py": ["--events", "100000"],
-    "import_bench.py": ["--messages", "20000", "--trajectories", "100"],
+    "import_bench.py": [
+        "--messages",
+        "20000",
+        "--trajectories",
+        "100",
+        "--memory-messages",
+        "50000",
+    ],
     "analysis_bench.py": ["--messages", "100000"],
     "contention_bench.py": ["--appends", "60", "--rounds", "1"],
     "policy_bench.py": ["--turns", "100", "--samples", "500"],

@@ -21,16 +21,22 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from ctxledger.errors import InvalidInput
+
 __all__ = [
     "WRITER_WAIT",
     "NotAFile",
     "file_kind",
     "is_stream",
     "open_input",
+    "path_exists",
     "read_capped",
     "readable_kind",
+    "shown_path",
 ]
 
+#: how much of a path a message shows (a 5000-character name was shown whole)
+SHOWN_PATH = 200
 #: seconds a FIFO opened for input waits for a program to open it for writing
 WRITER_WAIT = 30.0
 
@@ -132,3 +138,22 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
     except OSError:
         return False
     return _stream(info.st_mode, info.st_rdev)
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """`path` as a message shows it: cut at :data:`SHOWN_PATH` characters."""
+    text = os.fspath(path)
+    return text if len(text) <= SHOWN_PATH else text[:SHOWN_PATH] + "…"
+
+
+def path_exists(path: str | os.PathLike[str], what: str) -> bool:
+    """Whether anything is at `path`, a user named as `what` (``--out``); InvalidInput
+    for a name no file can have: one over the system's limit was an OSError traceback
+    (session 39). A NUL or an unpaired surrogate is no such file either."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeEncodeError):
+        return False
+    except OSError as exc:
+        raise InvalidInput(f"{what} {shown_path(path)} cannot be used: {exc.strerror}") from None
+    return True

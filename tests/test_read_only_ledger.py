@@ -267,15 +267,25 @@ def test_an_empty_file_given_to_read_commands_stays_empty(tmp_path: Path) -> Non
     assert snapshot(tmp_path) == before
 
 
-def test_an_older_ledger_opened_read_only_says_it_must_be_migrated(tmp_path: Path) -> None:
-    db = tmp_path / "old.db"
+def test_an_older_ledger_opened_read_only_reads_as_its_upgraded_copy(tmp_path: Path) -> None:
+    """Session 39 reversed the refusal of session 35: a read-only open reads a ledger an
+    older ctxledger wrote as it is (0002's head columns read NULL, as rows written before
+    them), so a read of an archived or another user's old ledger works; nothing written."""
+    (tmp_path / "old").mkdir()
+    db, upgraded_db = tmp_path / "old" / "l.db", tmp_path / "upgraded.db"
     shutil.copyfile(GOLDEN, db)
-    before = snapshot(tmp_path)
-    with pytest.raises(
-        StoreError, match=r"older ctxledger .*0002_message_heads.*`ctxledger upgrade`"
-    ):
-        Ledger.open(str(db), read_only=True)
-    assert snapshot(tmp_path) == before
+    shutil.copyfile(GOLDEN, upgraded_db)
+    before, mtime = snapshot(db.parent), db.stat().st_mtime_ns
+    with Ledger.open(str(db), read_only=True) as old, Ledger.open(str(upgraded_db)) as upgraded:
+        assert old.verify() == upgraded.verify() and old.verify().events_checked > 0
+        sids = [line.session_id for line in old.sessions()]
+        assert sids and sids == [line.session_id for line in upgraded.sessions()]
+        for sid in sids:
+            assert old.api_messages(sid) == upgraded.api_messages(sid)
+            assert old.usage(sid) == upgraded.usage(sid)
+        with pytest.raises(StoreError, match="read-only"):
+            old.start_session(model="m", context_length=8_192)
+    assert snapshot(db.parent) == before and db.stat().st_mtime_ns == mtime
 
 
 WRITER = """

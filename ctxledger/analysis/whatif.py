@@ -80,6 +80,7 @@ from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.eventstore.space import TEMPORARY
+from ctxledger.inputfile import path_exists, shown_path
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import check_loop
 from ctxledger.runtime.service import ContextService
@@ -172,8 +173,8 @@ def scratch_ledger(
     10 MB message wrote ~20 MB through a WAL into a file in a temporary directory).
     Either logs the tool-call ids it repairs at debug level (``Ledger.quiet_repairs``).
     """
-    if out is not None and Path(out).exists():
-        raise InvalidInput(f"{out} already exists: give --out a new file name")
+    if out is not None and path_exists(out, "--out"):
+        raise InvalidInput(f"{shown_path(out)} already exists: give --out a new file name")
     ledger = Ledger.open(
         TEMPORARY if out is None else Path(out),
         clock=clock,

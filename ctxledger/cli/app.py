@@ -34,6 +34,7 @@ from ctxledger.eventstore.opening import (
     open_store,
     require_ledger_file,
 )
+from ctxledger.inputfile import shown_path
 from ctxledger.integers import MAX_DIGITS, all_digits, ascii_int, quoted_short
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
@@ -110,7 +111,8 @@ class State:
                 require_ledger_file(self.db)
             must = existing or reads  # (a URL holding no ledger: refused at the open)
             if reads:
-                self._ledger = open_for_reading(self.db, lambda ro: self._open(ro, must))
+                opened = open_for_reading(self.db, lambda ro: self._open(ro, must), note)
+                self._ledger = opened[0]
             else:  # an empty file names nothing recorded: read, not made a ledger
                 self._ledger = self._open(existing and _empty_file(self.db), must)
         return self._ledger
@@ -137,6 +139,11 @@ class State:
                     sys.exit(1)
             finally:
                 self._ledger.close()
+
+
+def note(line: str) -> None:
+    """Tell the user `line` on stderr, as a note (one line)."""
+    echo(f"note: {line}", err=True)
 
 
 def _empty_file(target: str) -> bool:
@@ -182,7 +189,9 @@ def reading_store(target: str, option: str) -> Iterator[EventStore]:
     ``migrate --from``), which must exist: opened as :func:`open_for_reading` says, its
     reads checked for a change (:func:`_checked`)."""
     require_ledger_file(target, option)
-    opened = open_for_reading(target, lambda ro: open_store(target, read_only=ro, existing=option))
+    opened, _ = open_for_reading(
+        target, lambda ro: open_store(target, read_only=ro, existing=option), note
+    )
     with opened as store, _checked(store):
         yield store
 
@@ -193,6 +202,18 @@ def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
     checked too. Nothing is appended, so there is no head to seal on leaving."""
     with reading_store(target, option) as store:
         yield Ledger(store, config=resolve_config().config)
+
+
+class FilePath(click.Path):
+    """click's ``Path`` whose refusal shows a long name cut (:func:`shown_path`): a
+    5000-character name was printed whole (session 39)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:
+            text = os.fsdecode(value) if isinstance(value, str | bytes) else str(value)
+            self.fail(exc.message.replace(text, shown_path(text)), param, ctx)
 
 
 class LedgerTargetType(click.ParamType[str, Any]):
@@ -343,7 +364,7 @@ def config_file_option(help: str) -> Callable[[F], F]:
     return click.option(
         "--config",
         "config_path",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        type=FilePath(exists=True, dir_okay=False, path_type=Path),
         default=None,
         help=help,
     )

@@ -17,6 +17,7 @@ from ctxledger.cli.app import (
     POSITIVE,
     REF,
     SECONDS,
+    FilePath,
     cli,
     console,
     echo,
@@ -29,7 +30,7 @@ from ctxledger.cli.app import (
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.opening import is_url
 from ctxledger.importers.export import export_messages
-from ctxledger.inputfile import is_stream
+from ctxledger.inputfile import is_stream, shown_path
 from ctxledger.ledger.facade import Ledger
 
 
@@ -45,7 +46,7 @@ from ctxledger.ledger.facade import Ledger
 @click.option(
     "--out",
     "out_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     default=None,
     help="Write to a file instead of stdout.",
 )
@@ -69,7 +70,8 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
         try:
             out_path.write_text(text + "\n", encoding="utf-8")
         except OSError as exc:
-            raise InvalidInput(f"cannot write {out_path}: {exc.strerror or exc}") from None
+            shown = shown_path(out_path)
+            raise InvalidInput(f"cannot write {shown}: {exc.strerror or exc}") from None
         echo(f"wrote {out_path}", err=True)
 
 
@@ -79,8 +81,8 @@ def trajectories() -> None:
 
 
 @trajectories.command("compress")
-@click.argument("in_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("out_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("in_path", type=FilePath(exists=True, dir_okay=False, path_type=Path))
+@click.argument("out_path", type=FilePath(dir_okay=False, path_type=Path))
 @click.option(
     "--target",
     "target",

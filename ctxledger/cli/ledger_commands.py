@@ -19,6 +19,7 @@ from ctxledger.cli.app import (
     CONTEXT_LENGTH,
     POSITIVE,
     REF,
+    FilePath,
     cli,
     config_file_option,
     console,
@@ -26,6 +27,7 @@ from ctxledger.cli.app import (
     emit_json,
     handle_errors,
     json_option,
+    note,
     quiet_option,
     state_of,
     summarizer_option,
@@ -35,6 +37,7 @@ from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.detect import load as load_import
 from ctxledger.importers.detect import read_input_stream
 from ctxledger.importers.model import ImportedSession
+from ctxledger.inputfile import path_exists
 from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
@@ -59,7 +62,7 @@ def _from_stdin(text: str, fmt: str | None) -> list[ImportedSession]:
 
 
 @cli.command("import")
-@click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
+@click.argument("file", type=FilePath(allow_dash=True, path_type=Path))
 @click.option(
     "--format",
     "fmt",
@@ -94,7 +97,7 @@ def import_cmd(
         text = read_input_stream(sys.stdin.buffer, max_bytes)
         sessions = _from_stdin(text, fmt)
     else:
-        if not file.exists():
+        if not path_exists(file, "FILE"):
             raise InvalidInput(f"{file}: no such file")
         sessions = load_import(file, fmt, max_bytes=max_bytes)
     ledger = state_of(ctx).ledger()
@@ -349,7 +352,7 @@ def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: b
     --expect-head to detect deleted newest events even if the anchor file is lost.
     """
     state = state_of(ctx)
-    report = verify_file(state.db, expect_head=expect_head)
+    report = verify_file(state.db, expect_head=expect_head, tell=note)
     if as_json:
         emit_json(report)
     elif report.ok:
@@ -384,7 +387,7 @@ def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: b
 @click.option(
     "--out",
     "out_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     default=None,
     help="Keep the what-if ledger in this new file (compare it with `diff A B --b-db FILE`).",
 )

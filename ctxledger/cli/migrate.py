@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import click
 
 from ctxledger.cli.app import (
@@ -19,7 +21,7 @@ from ctxledger.cli.app import (
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import CtxLedgerError, InvalidInput, LedgerChanged
 from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_store
-from ctxledger.eventstore.opening import require_ledger_file, target_text
+from ctxledger.eventstore.opening import target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
 
@@ -101,8 +103,9 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
         open_store(db).close()  # an unknown scheme or a server it cannot reach is an error
         filled, text = 0, "nothing to fill: a PostgreSQL ledger keeps no derived columns"
     else:
-        require_ledger_file(db)
-        with SQLiteEventStore(db) as store, spinner(ctx, "filling message heads"):
+        # (a missing, empty or table-less file is refused: there is nothing to fill)
+        store = cast(SQLiteEventStore, open_store(db, existing=True))
+        with store, spinner(ctx, "filling message heads"):
             filled = store.backfill_heads()
         text = (
             f"filled the heads of {filled:,} message rows written before migration "

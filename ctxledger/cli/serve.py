@@ -15,6 +15,7 @@ from ctxledger.cli.app import (
     POSITIVE,
     SECONDS,
     AsciiIntRange,
+    FilePath,
     cli,
     config_file_option,
     handle_errors,
@@ -78,7 +79,7 @@ def _require_server_extra() -> None:
 )
 @click.option(
     "--token-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=FilePath(exists=True, dir_okay=False, path_type=Path),
     default=None,
     help="File holding the bearer token every state-API request must carry.",
 )

@@ -33,6 +33,7 @@ from ctxledger.compressor.config import (
     read_config_file,
 )
 from ctxledger.errors import InvalidConfig
+from ctxledger.inputfile import shown_path
 
 __all__ = [
     "CONFIG_ENV",
@@ -184,8 +185,12 @@ def find_config_file(
     named = (env or {}).get(CONFIG_ENV, "").strip()
     if named:
         path = Path(named).expanduser()
-        if not path.is_file():
-            raise InvalidConfig(f"{CONFIG_ENV}={named!r}: no such config file")
+        try:
+            there = path.is_file()
+        except OSError as exc:  # (a name over the system's limit: a traceback, session 39)
+            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)!r}: {exc.strerror}") from None
+        if not there:
+            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)!r}: no such config file")
         return path, CONFIG_ENV
     local = Path(cwd) if cwd is not None else Path.cwd()
     if _found(local / CONFIG_FILENAME):

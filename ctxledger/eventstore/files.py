@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 
 from ctxledger.errors import IntegrityError, InvalidInput, StoreError
+from ctxledger.inputfile import shown_path
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ def create_ledger_file(path: str) -> None:
         create_private_file(path)
     except OSError as exc:
         raise StoreError(
-            f"cannot create the ledger {path}: {exc.strerror}; "
+            f"cannot create the ledger {shown_path(path)}: {exc.strerror}; "
             "check the directory exists and is writable"
         ) from exc
 

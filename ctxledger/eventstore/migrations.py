@@ -18,7 +18,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctxledger.errors import InvalidInput, StoreError
-from ctxledger.eventstore.readonly import connect_read_only, tidy_side_files
+from ctxledger.eventstore.readonly import (
+    SQLITE_FAILURES,
+    connect_read_only,
+    refuse_old_schema,
+    tidy_side_files,
+)
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -35,6 +40,25 @@ _RECORD = "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)"
 _TABLES = (
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!'"
 )
+
+
+#: how a read-only open reads a ledger lacking a migration (:meth:`Migrations.read_as_current`):
+#: 0002's head columns read NULL, as in a row written before them (folded from its payload)
+_READ_SHIMS = {
+    "0002_message_heads": (
+        "CREATE TEMP VIEW events AS SELECT seq, event_id, stream_id, version, kind, schema,"
+        " payload, hash, NULL AS message_id, NULL AS tokens FROM main.events"
+    ),
+}
+
+
+#: migrations that only add derived data (a cache): a ledger lacking one is no older for
+#: a reader (never read-only for it, never refused); none so far
+CACHE_ONLY: frozenset[str] = frozenset()
+
+
+#: what a read-only open's refusal of a file that is no ledger adds
+_READ_ONLY = ", not read_only=True"
 
 
 class Migrations:
@@ -68,8 +92,9 @@ class Migrations:
             return []
         return [row[0] for row in conn.execute(_SELECT_APPLIED)]
 
-    def pending(self, conn: sqlite3.Connection) -> list[str]:
-        """Names of the registered migrations not yet applied (read-only).
+    def pending(self, conn: sqlite3.Connection, *, required: bool = False) -> list[str]:
+        """Names of the registered migrations not yet applied (read-only); `required`:
+        leaving out those that only add derived data (:data:`CACHE_ONLY`).
 
         Raises StoreError when the database records a migration this code does not
         know: it was written by a newer ctxledger, and writing to it could corrupt it.
@@ -81,7 +106,22 @@ class Migrations:
                 f"this ledger was migrated by a newer ctxledger (unknown migration {unknown[0]!r}); "
                 "upgrade ctxledger to open it"
             )
-        return [name for name in self.names if name not in applied]
+        skip = CACHE_ONLY if required else frozenset()
+        return [name for name in self.names if name not in applied and name not in skip]
+
+    def read_as_current(self, conn: sqlite3.Connection, path: str) -> None:
+        """Let the read-only `conn` read a ledger an older ctxledger wrote as the current
+        schema, writing nothing to it: each pending migration's read shim (a TEMP view,
+        which shadows the file's table for every unqualified name) is made in the
+        connection's own temp schema. A pending migration with no shim is refused; one
+        that only adds derived data (:data:`CACHE_ONLY`) never counts: its reader finds no
+        value and computes it."""
+        if not self.applied(conn):  # (every ledger holds 0001: this holds no table)
+            raise unmade_ledger(path, "a SQLite database holding no table", _READ_ONLY)
+        pending = self.pending(conn, required=True)
+        refuse_old_schema(path, [name for name in pending if name not in _READ_SHIMS])
+        for name in pending:
+            conn.execute(_READ_SHIMS[name])
 
     def apply(self, conn: sqlite3.Connection) -> list[str]:
         """Apply every pending migration; one transaction per migration. Returns the names applied.
@@ -158,7 +198,26 @@ def refuse_foreign_database(path: str) -> bool:
     try:
         refuse_foreign_connection(conn, path)
         return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
-    except sqlite3.Error:
+    except SQLITE_FAILURES:
+        return False
+    finally:
+        conn.close()
+
+
+def written_by_older(path: str) -> bool:
+    """Whether the file at `path` is a ledger an older ctxledger wrote (a migration this
+    one has is not applied there), which a command that only reads opens read-only: a
+    writing open would migrate it, and the older ctxledger still writing it would then
+    refuse it as "migrated by a newer ctxledger". Read-only; False for a missing, empty
+    or unreadable file and for one that is no ledger (its open says what it is)."""
+    conn = _peek(path)
+    if conn is None:
+        return False
+    try:
+        applied = MIGRATIONS.applied(conn)
+        lacking = (name not in applied and name not in CACHE_ONLY for name in MIGRATIONS.names)
+        return bool(applied) and any(lacking)
+    except (*SQLITE_FAILURES, InvalidInput):
         return False
     finally:
         conn.close()
@@ -183,7 +242,7 @@ def _peek(path: str) -> sqlite3.Connection | None:
         # written, so no -wal/-shm is made beside a ledger on a read-only folder, and
         # those its close may remove removed (a WAL database no one has open)
         return connect_read_only(path)[0]
-    except (OSError, sqlite3.Error, StoreError):
+    except (OSError, *SQLITE_FAILURES, StoreError):
         return None
 
 
@@ -193,7 +252,7 @@ def refuse_foreign_connection(conn: sqlite3.Connection, path: str) -> None:
     error of SQLite's is left to the reads that follow."""
     try:
         _is_ledger(conn, path)
-    except sqlite3.Error:
+    except SQLITE_FAILURES:
         return
     except InvalidInput:
         conn.close()

@@ -18,14 +18,16 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
-from ctxledger.eventstore.migrations import unmade_ledger
+from ctxledger.eventstore.migrations import unmade_ledger, written_by_older
 from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.inputfile import shown_path
 from ctxledger.shownurl import shown_url
 
 __all__ = [
+    "cannot_write",
     "close_quietly",
     "default_db_path",
     "env_db",
@@ -33,6 +35,8 @@ __all__ = [
     "open_for_reading",
     "open_store",
     "opens_read_only",
+    "read_as_is_notice",
+    "read_only_reason",
     "require_ledger_file",
     "target_text",
 ]
@@ -130,34 +134,73 @@ def _is_file(text: str) -> bool:
     except (FileNotFoundError, NotADirectoryError, ValueError):  # (ValueError: a NUL)
         return False
     except OSError as exc:
-        shown = text if len(text) <= 200 else text[:200] + "…"
-        raise InvalidInput(f"the ledger path {shown} cannot be used: {exc.strerror}") from None
+        raise InvalidInput(
+            f"the ledger path {shown_path(text)} cannot be used: {exc.strerror}"
+        ) from None
+
+
+#: why a command that only reads opens a SQLite ledger read-only (:func:`read_only_reason`)
+OLDER = "written by an older ctxledger"
+UNWRITABLE = "not writable by this process"
+
+
+def read_only_reason(target: str | os.PathLike[str]) -> str | None:
+    """Why a command that only reads opens the SQLite ledger `target` read-only, or None
+    (it opens it for writing): :data:`UNWRITABLE` for an empty file, a file of another
+    user (root's writable open left a root-owned 0600 ``.lock`` that locked the owner
+    out), a file, folder or medium this process cannot write; :data:`OLDER` for a ledger
+    an older ctxledger wrote (a read must not migrate it: that older ctxledger would
+    refuse it then; session 39). None for a URL and for a file that is not there."""
+    text = target_text(target)
+    if is_url(text) or not _is_file(text):
+        return None
+    if cannot_write(text):
+        return UNWRITABLE
+    return OLDER if written_by_older(text) else None
 
 
 def opens_read_only(target: str | os.PathLike[str]) -> bool:
-    """Whether a command that only reads opens the SQLite ledger `target` read-only: an
-    empty file (which it must not turn into a ledger), a file of another user (root's
-    writable open left a root-owned 0600 ``.lock`` that locked the owner out), or a
-    file, folder or medium this process cannot write. False for a URL and for a file
-    that is not there."""
-    text = target_text(target)
-    if is_url(text) or not _is_file(text):
-        return False
+    """Whether a command that only reads opens the SQLite ledger `target` read-only
+    (:func:`read_only_reason`)."""
+    return read_only_reason(target) is not None
+
+
+def cannot_write(text: str) -> bool:
+    """Whether a read of the SQLite file `text` (there) must write nothing to it or
+    beside it: an empty file, another user's, or one this process cannot write."""
     return os.path.getsize(text) == 0 or belongs_to_another(text) or not is_writable(text)
 
 
-def open_for_reading(target: str, open_: Callable[[bool], T]) -> T:
-    """``open_(read_only)`` for a command that only reads the ledger `target`:
-    read-only where :func:`opens_read_only` says so, and read-only again when an open
-    for writing failed for writing only (a full disk, a medium that turned read-only).
-    The caller checks ``check_unchanged()`` after its reads (see :mod:`.readonly`)."""
-    read_only = opens_read_only(target)
+def read_as_is_notice(target: str) -> str:
+    """The one line a command says when it reads a ledger an older ctxledger wrote
+    (:data:`OLDER`) as it is: nothing the reads computed (the recall index, a
+    checkpoint) is kept in it, so each read does that work again (session 39)."""
+    return (
+        f"{shown_path(target)} was written by an older ctxledger and is read as it is; "
+        "`ctxledger upgrade` makes later reads faster, but an older ctxledger still "
+        "writing it would then refuse it"
+    )
+
+
+def open_for_reading(
+    target: str, open_: Callable[[bool], T], tell: Callable[[str], None] | None = None
+) -> tuple[T, str | None]:
+    """``open_(read_only)`` for a command that only reads the ledger `target`, and why
+    it is read-only (:func:`read_only_reason`; None when writable, or read-only again
+    because an open for writing failed for writing only: a full disk, a medium that
+    turned read-only). A ledger read as an older ctxledger wrote it is told to `tell`
+    (:func:`read_as_is_notice`). The caller checks ``check_unchanged()`` after its
+    reads (see :mod:`.readonly`)."""
+    reason = read_only_reason(target)
     try:
-        return open_(read_only)
+        opened = open_(reason is not None)
     except StoreError as exc:
-        if read_only or is_url(target) or not only_writing_failed(exc):
+        if reason is not None or is_url(target) or not only_writing_failed(exc):
             raise
-        return open_(True)
+        return open_(True), None
+    if reason == OLDER and tell is not None:
+        tell(read_as_is_notice(target))
+    return opened, reason
 
 
 def open_store(

@@ -46,6 +46,7 @@ from ctxledger.errors import LedgerChanged, StorageFullError, StoreError
 __all__ = [
     "CHANGED",
     "READ_ONLY_WRITE",
+    "SQLITE_FAILURES",
     "Unchanged",
     "belongs_to_another",
     "connect_read_only",
@@ -57,6 +58,10 @@ __all__ = [
     "side_file_remedy",
     "tidy_side_files",
 ]
+
+#: what a call into SQLite may raise: its errors, and UnicodeDecodeError when its message
+#: quotes bytes of a damaged schema that are not UTF-8 (the message is decoded by Python)
+SQLITE_FAILURES = (sqlite3.Error, UnicodeDecodeError)
 
 #: what a write on a read-only store says (after "the ledger <path> ")
 READ_ONLY_WRITE = (
@@ -177,7 +182,7 @@ def tidy_side_files(path: str) -> None:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         finally:
             conn.close()
-    except (OSError, sqlite3.Error):
+    except (OSError, *SQLITE_FAILURES):
         return  # (SQLite removed both unless another connection had them open)
 
 

@@ -64,7 +64,6 @@ from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
     Unchanged,
     connect_read_only,
-    refuse_old_schema,
     refuse_unwritable,
 )
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
@@ -81,7 +80,7 @@ from ctxledger.eventstore.rows import (
     decode_rows,
 )
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
-from ctxledger.eventstore.sqlite_errors import translated
+from ctxledger.eventstore.sqlite_errors import checked_tail, numbered, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -178,7 +177,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
                 if self._conn.execute("PRAGMA database_list").fetchone()[2] == "":
                     MIGRATIONS.apply(self._conn)  # an empty file: the empty schema, in memory
-                refuse_old_schema(self.path, MIGRATIONS.pending(self._conn))
+                MIGRATIONS.read_as_current(self._conn, self.path)  # (an older ledger: as is)
             except BaseException:
                 self._conn.close()
                 raise
@@ -227,6 +226,8 @@ class SQLiteEventStore(EventStore, HeadColumns):
             yield
         except sqlite3.Error as exc:
             raise self._translate(exc, action) from exc
+        except UnicodeDecodeError as exc:  # (SQLite's message on a damaged schema)
+            raise self._translate(undecoded(exc), action) from exc
 
     def _translate(self, exc: sqlite3.Error, action: str) -> CtxLedgerError:
         if self._unchanged is not None and self._unchanged.changed():
@@ -318,7 +319,7 @@ class SQLiteEventStore(EventStore, HeadColumns):
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
         if new_blobs:
             conn.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in new_blobs.items()])
-        tail = conn.execute(q.TAIL).fetchone()
+        tail = checked_tail(self.path, conn.execute(q.TAIL).fetchone())
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         first = seq
         flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT
@@ -550,8 +551,10 @@ class SQLiteEventStore(EventStore, HeadColumns):
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1
+        with self._lock, self._errors("verify the log"):
+            report = numbered(self._conn, verifier.report())
         self.check_unchanged()
-        return verifier.report()
+        return report
 
     def check_unchanged(self) -> None:
         if self._unchanged is not None:

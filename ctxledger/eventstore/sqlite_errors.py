@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 
+import msgspec
+
 from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
+from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import PAGE_SIZE, out_of_space
 
-__all__ = ["translated"]
+__all__ = ["checked_tail", "numbered", "translated", "undecoded"]
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
@@ -38,3 +41,48 @@ def translated(exc: sqlite3.Error, where: str, path: str, busy_timeout_ms: int) 
     if code in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN):
         return StoreError(f"{where}: {exc}; check the disk and the file's permissions")
     return StoreError(f"{where}: {exc}")
+
+
+def undecoded(exc: UnicodeDecodeError) -> sqlite3.DatabaseError:
+    """The SQLite error whose message Python could not decode (it quotes bytes of a
+    damaged schema): a damaged file, its message decoded with replacements."""
+    raw = exc.object if isinstance(exc.object, bytes) else str(exc).encode()
+    error = sqlite3.DatabaseError(raw.decode("utf-8", "replace"))
+    error.sqlite_errorcode = _SQLITE_CORRUPT
+    return error
+
+
+def checked_tail(path: str, tail: tuple[object, ...] | None) -> tuple[int, str] | None:
+    """The log's last row (seq, hash) as an append reads it, None for an empty log;
+    IntegrityError when they are not an integer and a text: a damaged file (a schema
+    whose bytes changed so that seq is no longer the row id reads NULL seqs), onto which
+    nothing is appended (it was a TypeError traceback, session 39)."""
+    if tail is None:
+        return None
+    seq, stored = tail[0], tail[1]
+    if isinstance(seq, int) and not isinstance(seq, bool) and isinstance(stored, str):
+        return seq, stored
+    raise IntegrityError(
+        f"could not append in {path}: the file is damaged or inconsistent (the log's last "
+        f"row reads seq {seq!r}); restore it from a backup (`ctxledger verify` names "
+        "what it finds); nothing was written"
+    )
+
+
+#: a row whose seq is no integer; the walk (``seq >= ?``) never sees one
+_UNNUMBERED = "SELECT 1 FROM events WHERE typeof(seq) != 'integer' LIMIT 1"
+
+
+def numbered(conn: sqlite3.Connection, report: VerifyReport) -> VerifyReport:
+    """`report` of a walk of the log, failed when the log holds a row whose seq is not
+    an integer, which the walk by seq never read: a schema whose bytes changed so that
+    seq is no longer the row id reads every seq NULL, and a walk of nothing was "ok"
+    where no anchor said otherwise (session 39)."""
+    if not report.ok or conn.execute(_UNNUMBERED).fetchone() is None:
+        return report
+    return msgspec.structs.replace(
+        report,
+        ok=False,
+        problem="the log holds rows whose seq is not a number: the file is damaged "
+        "(its schema changed); restore it from a backup",
+    )

@@ -455,6 +455,10 @@ def parse_hermes_db(
             out.extend(_import_session(store, src, row, key, taken))
     except sqlite3.DatabaseError as err:
         raise ImportFormatError(f"not a readable SQLite session store: {err}", path=name) from None
+    except UnicodeDecodeError:  # (SQLite's message quotes a damaged schema, not UTF-8)
+        raise ImportFormatError(
+            "not a readable SQLite session store: its schema is damaged", path=name
+        ) from None
     finally:
         conn.close()
     if not out:

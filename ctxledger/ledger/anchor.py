@@ -30,6 +30,7 @@ import os
 import secrets
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -37,6 +38,7 @@ import msgspec
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
+    OLDER,
     is_url,
     open_for_reading,
     open_store,
@@ -379,7 +381,11 @@ def _check_expected(store: EventStore, report: VerifyReport, expect: str) -> Ver
 
 
 def verify_file(
-    path: str | os.PathLike[str], *, expect_head: str | None = None, seal: bool = True
+    path: str | os.PathLike[str],
+    *,
+    expect_head: str | None = None,
+    seal: bool = True,
+    tell: Callable[[str], None] | None = None,
 ) -> VerifyReport:
     """Check a ledger without folding it: the store's walk, its anchor, `expect_head`.
 
@@ -387,6 +393,7 @@ def verify_file(
     or a deleted row is reported at its seq, not raised while folding). After a clean
     walk the anchor is advanced to the verified head when `seal` is set. A server
     ledger (a ``postgresql://`` URL) has no anchor file: its walk and `expect_head`.
+    A ledger an older ctxledger wrote, read as it is, is told to `tell` (one line).
     """
     path = target_text(path)  # the file every step below opens ("~/x.db" expanded)
     server = is_url(path)
@@ -396,9 +403,14 @@ def verify_file(
     store: EventStore
     if server:
         store, read_only = open_store(path, existing=True), False
-    else:  # (read-only again when a writable open failed for writing only: a full disk)
-        lite = open_for_reading(path, lambda ro: SQLiteEventStore(path, read_only=ro))
-        store, read_only = lite, lite.read_only
+    else:  # (read-only again when a writable open failed for writing only: a full disk;
+        # a SQLite database holding no table is refused, never made a ledger by a check)
+        lite, why = open_for_reading(
+            path, lambda ro: SQLiteEventStore(path, read_only=ro, existing=not ro), tell
+        )
+        # (a ledger an older ctxledger wrote is read as is, never migrated: its anchor is
+        # still checked and sealed beside it, as any ledger's this process may write)
+        store, read_only = lite, lite.read_only and why != OLDER
     try:
         report = store.verify()
         if report.ok and not server:

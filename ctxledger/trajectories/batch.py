@@ -20,7 +20,7 @@ import msgspec
 from ctxledger.compressor.summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from ctxledger.errors import ImportFormatError, InvalidInput, SummarizerError
 from ctxledger.importers.detect import open_regular_file
-from ctxledger.inputfile import NotAFile, is_stream, open_input
+from ctxledger.inputfile import NotAFile, is_stream, open_input, path_exists, shown_path
 from ctxledger.trajectories.core import (
     FATAL_FAILURES,
     TrajectoryConfig,
@@ -89,14 +89,14 @@ def _complete_lines(path: Path) -> list[bytes]:
     An output that exists is read back to resume when it is a regular file; a FIFO or
     /dev/null is not read (it waited for a writer); anything else is refused (/dev/zero
     was read until memory ran out)."""
-    if not path.exists() or is_stream(path):
+    if not path_exists(path, "OUT_PATH") or is_stream(path):
         return []  # a FIFO or /dev/null is written to, never read back
     try:
         with open_input(path, pipes=False) as fh:
             data = fh.read()
     except NotAFile as exc:
         raise InvalidInput(
-            f"{path} is {exc.strerror}: the output must be a file, a FIFO or /dev/null"
+            f"{shown_path(path)} is {exc.strerror}: the output must be a file, a FIFO or /dev/null"
         ) from None
     out: list[bytes] = []
     for raw in data.split(b"\n")[:-1]:

@@ -100,6 +100,9 @@ class CompressStep(_Step, frozen=True, kw_only=True):
     #: the host compacted because its provider refused the request (trigger
     #: ``overflow``, ``host_compress(refused=True)``): replayed whatever the size
     refused: bool = False
+    #: the host's safety net before a turn (trigger ``hygiene``,
+    #: ``host_compress(hygiene=True)``): judged by the hygiene rule
+    hygiene: bool = False
 
 
 class ModelStep(_Step, frozen=True, kw_only=True):
@@ -265,6 +268,7 @@ def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:
         beyond=beyond,
         agent=host_agent(e),
         refused=e.trigger == "overflow",
+        hygiene=e.trigger == "hygiene",
         at=e.at,
     )
 

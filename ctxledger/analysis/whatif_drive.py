@@ -187,6 +187,7 @@ class _Driver:
             focus=step.focus,
             agent=step.agent,
             refused=step.refused,
+            hygiene=step.hygiene,
         )
         self.sid = result.session_id
 

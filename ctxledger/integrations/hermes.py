@@ -263,7 +263,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         try:
             ids = self._lineage(None)
             refused = self._shared.refused.pop(self._hermes_session or "", None)
-            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent, refused)
+            hygiene = not force and host.gateway_hygiene()  # (read in Hermes's thread)
+            asked = host.Asked(
+                focus_topic, bool(force), current_tokens, self._agent, refused, hygiene
+            )
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -185,6 +186,7 @@ class Asked(NamedTuple):
     tokens: Any  # as Hermes passed it (:func:`measured`)
     agent: str | None = None  # the engine copy asking (:func:`agent_token`)
     refused: str | None = None
+    hygiene: bool = False  # its gateway's hygiene called (:func:`gateway_hygiene`)
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:
@@ -192,10 +194,42 @@ class Asked(NamedTuple):
         tokens = measured(self.tokens)
         said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
         why = f", after its provider refused the request ({self.refused})" if self.refused else ""
+        why = ", its gateway's hygiene before a turn" if self.hygiene else why
         source = f"hermes decided (compress, force=False{why}): {said}"
         return await svc.host_compress(
-            sid, source, tokens=tokens, focus=focus, agent=self.agent, refused=bool(self.refused)
+            sid,
+            source,
+            tokens=tokens,
+            focus=focus,
+            agent=self.agent,
+            refused=bool(self.refused) and not self.hygiene,
+            hygiene=self.hygiene,
         )
+
+
+#: the module of Hermes 0.19.0 that calls ``AIAgent._compress_context`` for its gateway's
+#: hygiene (``GatewayRunner._handle_message_with_agent``, on a fresh agent, before the
+#: turn); its loop calls it from ``agent.*``, its slash commands from their own modules
+HYGIENE_CALLER = "gateway.run"
+
+
+def gateway_hygiene() -> bool:
+    """Whether the engine's ``compress`` runs under Hermes's gateway hygiene: the module
+    that called ``AIAgent._compress_context`` (``run_agent``) on this thread's stack is
+    :data:`HYGIENE_CALLER`. Hermes gives the engine no other sign: a fresh agent, called
+    directly with ``force=False`` and the gateway's count, as its turn preflight calls."""
+    frame = sys._getframe(1)
+    for _ in range(16):  # the engine's compress, Hermes's compress_context, its forwarder
+        if (
+            frame.f_code.co_name == "_compress_context"
+            and frame.f_globals.get("__name__") == "run_agent"
+        ):
+            caller = frame.f_back
+            return caller is not None and caller.f_globals.get("__name__") == HYGIENE_CALLER
+        if frame.f_back is None:
+            return False
+        frame = frame.f_back
+    return False
 
 
 class RealUsageTrust:

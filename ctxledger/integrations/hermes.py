@@ -150,6 +150,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
         self._last_compression_made_progress = False
         self._forget_real_usage()
+        self._shared.attempts_renewed(self._hermes_session)  # (a fallback: its count is 0)
         window = host.window(context_length)
         if window is None:
             logger.warning(

@@ -1,0 +1,111 @@
+"""A real Hermes Agent whose provider refuses four requests of one turn for their size,
+with a fallback activation between the third and the fourth (session 39).
+
+Run by ``tests/test_integration_hermes_fallback.py`` with the python of ``.venv-hermes``:
+
+    .venv-hermes/bin/python tests/hermes_fallback.py WORKDIR
+
+Hermes 0.19.0 answers at most three size refusals of a turn by compacting
+(``max_compression_attempts``), and zeroes that count when it activates a fallback
+provider. The fake upstream answers the turn's chat requests by a script: a refusal
+(HTTP 400, ``context_length_exceeded``, stating 60,000 tokens), a ``recall`` call (new
+messages for the next compaction to take), a 429 (Hermes activates its fallback model,
+on the same upstream), a final answer. ctxledger's tail is kept small
+(``CTXLEDGER_TARGET_RATIO``) so that each compaction makes progress, as Hermes asks
+before it retries. ``WORKDIR/fallback.json`` holds the requests' models and outcomes,
+Hermes's compaction count and the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hermes_scenario
+from hermes_scenario import fake_agent, serve
+
+#: what the upstream does with each chat request of the turn, in order
+SCRIPT = ["refuse", "recall", "refuse", "recall", "refuse", "recall", "limit", "refuse", "answer"]
+DONE: list[tuple[str, str]] = []  # (the request's model, what was done)
+ERROR = {
+    "error": {
+        "message": "This model's maximum context length is 60000 tokens. However, your "
+        "messages resulted in 71234 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "code": "context_length_exceeded",
+    }
+}
+LIMITED = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
+_serve = hermes_scenario.app
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http" or not scope["path"].endswith("/chat/completions"):
+        await _serve(scope, receive, send)
+        return
+    body = await hermes_scenario.read_body(receive)
+    request = json.loads(body or b"{}")
+    step = SCRIPT[len(DONE)] if len(DONE) < len(SCRIPT) else "answer"
+    DONE.append((str(request.get("model")), step))
+    if step in ("refuse", "limit"):
+        status, error = (400, ERROR) if step == "refuse" else (429, LIMITED)
+        await hermes_scenario._send(send, status, "application/json", json.dumps(error).encode())
+        return
+    reply = (
+        hermes_scenario._call("recall", {"query": "part 1", "limit": 5})
+        if step == "recall"
+        else {"content": "Done: the alpha module is reviewed."}
+    )
+    saved = hermes_scenario._reply
+    hermes_scenario._reply = lambda _: reply
+    try:
+        data = b"".join(
+            b"data: " + json.dumps(c).encode() + b"\n\n" for c in hermes_scenario._chunks(request)
+        )
+    finally:
+        hermes_scenario._reply = saved
+    await hermes_scenario._send(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
+
+
+class _Time:
+    """``time`` for Hermes's loop, its pauses cut short (2 s between compaction retries)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(min(seconds, 0.01))
+
+
+def main() -> None:
+    workdir = Path(sys.argv[1])
+    os.environ["CTXLEDGER_TARGET_RATIO"] = "0.1"  # a small tail: each compaction progresses
+    home = hermes_scenario.hermes_home(workdir)
+    from agent import conversation_loop
+
+    conversation_loop.time = _Time()  # type: ignore[assignment]
+    hermes_scenario.app = _app
+    url = serve()
+    fallback = {"provider": "custom", "model": "fallback-model", "base_url": url}
+    agent = fake_agent(url, fallback_model=fallback | {"api_key": "sk-fake"})
+    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(150))
+    history: list[dict[str, Any]] = []
+    for turn in range(12):
+        history.append({"role": "user", "content": f"ask {turn}: part {turn}.\n{filler}"})
+        history.append({"role": "assistant", "content": f"answer {turn}: done.\n{filler}"})
+    result = agent.run_conversation("Turn 12: and the last part?", conversation_history=history)
+    engine = agent.context_compressor
+    engine.on_session_end(agent.session_id, result["messages"])
+    out = {"db": str(home / "ctxledger.ledger.db"), "root": engine._root, "done": DONE}
+    out |= {"count": engine.compression_count, "error": result.get("error")}
+    out["final"] = result.get("final_response")
+    (workdir / "fallback.json").write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

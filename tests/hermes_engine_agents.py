@@ -88,6 +88,20 @@ def race(workdir: Path) -> dict[str, Any]:
     }
 
 
+def ended(workdir: Path) -> dict[str, Any]:
+    """A session that ends after a shell's ``ctxledger compress``, before Hermes's next
+    check (session 39): Hermes never took the moved view, and its last turn (sent on its
+    own list) goes on as a branch of the moved tip, not onto it."""
+    db = workdir / "ended.db"
+    e = engine(db, window=64_000)
+    e.on_session_start("E")
+    old = [m for i in range(6) for m in _big(i)]
+    e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=old)
+    _cli(db, "compress", str(e._root), "--json")
+    e.on_session_end("E", [*old, u("one more"), a("done")])
+    return {"root": e._root, "count": len(old) + 2}
+
+
 def refusals(workdir: Path) -> dict[str, Any]:
     """Hermes's ``api_request_error`` hook (session 38): a refusal for the request's size
     makes the session's next ``compress`` an ``overflow``; another failure, another
@@ -235,7 +249,7 @@ def main() -> None:
     os.environ["HERMES_HOME"] = str(workdir / "home")
     out = {
         flow.__name__: flow(workdir)
-        for flow in (two_agents, race, refusals, unanswered, cooldown, no_usage)
+        for flow in (two_agents, race, ended, refusals, unanswered, cooldown, no_usage)
     }
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 

@@ -131,3 +131,21 @@ def test_a_response_without_usage_ends_the_wait_for_the_provider_s_count(flows):
     one the engine drops), so Hermes never compacted again; its own compressor ends it."""
     _, out = flows
     assert out["no_usage"] == {"hermes": [False, False], "ours": [False, False]}
+
+
+def test_a_session_ending_after_a_cli_compress_goes_on_as_a_branch(flows):
+    """Session 39: its last messages went onto the CLI's continuation before, a view
+    Hermes never sent (and a resume found no chain its list starts with)."""
+    workdir, out = flows
+    said = out["ended"]
+    with Ledger.open(workdir / "ended.db") as ledger:
+        [switch] = [
+            r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)
+        ]
+        cli = switch.new_session_id
+        assert ledger.transcript.session(cli).ended
+        assert len(ledger.api_messages(cli)) == switch.messages_after
+        tip = ledger.tip(said["root"])
+        assert ledger.chains.lineage(tip).parent_session_id == cli
+        view = [m["content"] for m in ledger.api_messages(tip) if m["role"] != "system"]
+        assert len(view) == said["count"] and view[-2:] == ["one more", "done"]

@@ -9,6 +9,7 @@ count (:class:`RealUsageTrust`), and whether Hermes answers a refusal by compact
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import sys
@@ -21,7 +22,7 @@ from ctxledger.compressor.planner import plan
 from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
-from ctxledger.integrations.common import host_title
+from ctxledger.integrations.common import host_title, live_messages
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
@@ -288,17 +289,11 @@ class RealUsageTrust:
         self.last_rough_tokens_when_real_prompt_fit = 0
 
 
-def compaction_answers(reason: str, error: Any) -> bool:
-    """Whether Hermes 0.19.0 answers a refusal for the request's size (its classified
-    `reason`; `error`: the hook's ``{"message": ...}``) by compacting: not with its
-    compression off (``compression.enabled: false`` in its config: it tells the user to
-    run ``/compress``), nor a context-length error about the output cap (it lowers
-    ``max_tokens`` or gives the turn up). Outside Hermes: yes."""
+def compression_on() -> bool:
+    """Whether Hermes compacts at all: ``compression.enabled`` in its config, read as its
+    agent reads it (off: it never asks the engine, nor calls ``compress`` but for the
+    user's ``/compress``). Outside Hermes, or its config unreadable (its defaults): yes."""
     try:
-        from agent.model_metadata import (
-            is_output_cap_error,
-            parse_available_output_tokens_from_error,
-        )
         from hermes_cli.config import load_config_readonly
     except ImportError:
         return True
@@ -307,8 +302,24 @@ def compaction_answers(reason: str, error: Any) -> bool:
     except Exception:  # Hermes's agent takes its defaults then: compression on
         section = None
     enabled = section.get("enabled", True) if isinstance(section, dict) else True
-    if str(enabled).lower() not in {"true", "1", "yes"}:  # (as Hermes reads it)
+    return str(enabled).lower() in {"true", "1", "yes"}  # (as Hermes reads it)
+
+
+def compaction_answers(reason: str, error: Any) -> bool:
+    """Whether Hermes 0.19.0 answers a refusal for the request's size (its classified
+    `reason`; `error`: the hook's ``{"message": ...}``) by compacting: not with its
+    compression off (:func:`compression_on`: it tells the user to run ``/compress``),
+    nor a context-length error about the output cap (it lowers ``max_tokens`` or gives
+    the turn up). Outside Hermes: yes."""
+    if not compression_on():
         return False
+    try:
+        from agent.model_metadata import (
+            is_output_cap_error,
+            parse_available_output_tokens_from_error,
+        )
+    except ImportError:
+        return True
     said = str(error.get("message") or "").lower() if isinstance(error, dict) else ""
     return reason != "context_overflow" or not (
         is_output_cap_error(said) or parse_available_output_tokens_from_error(said) is not None
@@ -350,6 +361,34 @@ def head_compacts(
         force=True,
     )
     return decision.action == "compress"
+
+
+async def resumed_chain(
+    svc: ContextService, messages: list[JSON], titles: set[str], model: str, context_length: int
+) -> tuple[str, list[JSON], int] | None:
+    """The ledger chain a resumed Hermes conversation goes on (``CtxLedgerEngine._resume``):
+    the latest titled with one of `titles` whose live tip's view the host's list starts
+    with, compared as a conversation (:func:`said`: without the bookkeeping keys Hermes's
+    session store adds or drops, ``timestamp``, ``reasoning``, ...). Returns its root,
+    the messages the ledger holds of it (a host's list shorter than the view, the
+    gateway's ``/compress here`` on a temporary agent, is a strict prefix of them: a
+    branch follows) and its compaction count; the tip takes the agent's model and window
+    if they changed meanwhile (:func:`follow_model`)."""
+    svc.ledger.refresh()
+    for lineage in chains_titled(svc.ledger.chains, titles):
+        tip = svc.tip(lineage.session_id)
+        if svc.ledger.transcript.session(tip).ended:
+            continue
+        view = live_messages(svc, tip)
+        if (
+            view
+            and messages
+            and all(said(a) == said(b) for a, b in zip(view, messages, strict=False))
+        ):
+            known = copy.deepcopy(messages[: len(view)] + view[len(messages) :])
+            count = await follow_model(svc, tip, model, context_length)
+            return lineage.session_id, known, count
+    return None
 
 
 async def follow_model(svc: ContextService, tip: str, model: str, context_length: int) -> int:

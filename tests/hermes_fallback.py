@@ -26,19 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
+from hermes_overflow import ERROR  # (400, context_length_exceeded, stating 60,000)
 from hermes_scenario import fake_agent, serve
 
 #: what the upstream does with each chat request of the turn, in order
 SCRIPT = ["refuse", "recall", "refuse", "recall", "refuse", "recall", "limit", "refuse", "answer"]
 DONE: list[tuple[str, str]] = []  # (the request's model, what was done)
-ERROR = {
-    "error": {
-        "message": "This model's maximum context length is 60000 tokens. However, your "
-        "messages resulted in 71234 tokens. Please reduce the length of the messages.",
-        "type": "invalid_request_error",
-        "code": "context_length_exceeded",
-    }
-}
 LIMITED = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
 _serve = hermes_scenario.app
 

@@ -3,14 +3,12 @@ Agent is still running (session 37).
 
 Run by ``tests/test_integration_hermes_outside.py`` with the python of ``.venv-hermes``:
 
-    .venv-hermes/bin/python tests/hermes_outside_writer.py WORKDIR [state|off]
+    .venv-hermes/bin/python tests/hermes_outside_writer.py WORKDIR [state]
 
 Hermes (the README's ``config.yaml``, the fake upstream of ``hermes_scenario.py``) runs
 five small turns, none reaching its threshold; after turn 2 the CLI compacts the
 conversation's chain, after turn 3 it undoes that compaction, each as a separate
-process. With ``off`` (session 39) Hermes's ``compression.enabled`` is false: it never
-asks its engine, so it never takes the CLI's view; nothing is undone.
-``WORKDIR/outside.json`` holds every chat request (with the turn it belongs
+process. ``WORKDIR/outside.json`` holds every chat request (with the turn it belongs
 to), Hermes's compaction count after each turn and what the CLI printed; the test reads
 the ledger with the project's ctxledger.
 """
@@ -24,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hermes_scenario import CONFIG, REQUESTS, fake_agent, hermes_home, serve
+from hermes_scenario import REQUESTS, fake_agent, hermes_home, serve
 
 
 def _cli(db: Path, *args: str) -> str:
@@ -56,8 +54,7 @@ def _archived(home: Path, session_id: str) -> int:
 
 def main() -> None:
     workdir = Path(sys.argv[1])
-    off = sys.argv[2:] == ["off"]
-    home = hermes_home(workdir, CONFIG + "compression:\n  enabled: false\n" if off else CONFIG)
+    home = hermes_home(workdir)
     db = home / "ctxledger.ledger.db"
     agent, store = _agent(home, sys.argv[2:] == ["state"])
     engine = agent.context_compressor
@@ -70,7 +67,7 @@ def main() -> None:
     for turn in range(5):
         if turn == 3:
             said["compress"] = _cli(db, "compress", str(engine._root), "--json")
-        if turn == 4 and not off:
+        if turn == 4:
             said["undo"] = _cli(db, "undo", json.loads(said["compress"])["compaction_id"])
         before = len(REQUESTS)
         result = agent.run_conversation(

@@ -88,30 +88,3 @@ def test_hermes_s_store_sets_its_list_aside_at_an_adopt_as_at_a_compaction(run):
     assert len(set(result["ids"])) == 1
     if result["archived"] is not None:
         assert result["archived"] > 0
-
-
-def test_with_compression_off_hermes_s_list_goes_on_as_a_branch_not_onto_the_cli_s_view(
-    tmp_path,
-):
-    """Session 39: with ``compression.enabled: false`` Hermes never asks its engine, so it
-    never takes the CLI's view: every request after the CLI's compress still holds its
-    own list. Its next hand-over (a recall call) records that list as a branch of the
-    CLI's continuation (ended ``branched``), the view it sent; before, its new messages
-    went onto the CLI's continuation, summary first, a view Hermes never sent."""
-    run_hermes_script("hermes_outside_writer.py", tmp_path, "off", timeout=600)
-    result = json.loads((tmp_path / "outside.json").read_text())
-    assert result["counts"] == [0] * 5
-    with Ledger.open(result["db"]) as ledger:
-        [switch] = [
-            r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)
-        ]
-        cli = switch.new_session_id
-        assert ledger.transcript.session(cli).ended
-        assert len(ledger.api_messages(cli)) == switch.messages_after  # nothing of Hermes's
-        tip = ledger.tip(result["root"])
-        assert ledger.chains.lineage(tip).parent_session_id == cli
-        sent = [_key(m) for m in result["history"]]
-        assert [_key(m) for m in ledger.api_messages(tip) if m["role"] != "system"] == sent
-        # the last request Hermes sent is a prefix of the branch's view
-        last = [_key(m) for m in result["requests"][-1]["messages"] if m["role"] != "system"]
-        assert sent[: len(last)] == last

@@ -7,13 +7,15 @@ Run by ``tests/test_integration_hermes_fallback.py`` with the python of ``.venv-
 
 Hermes 0.19.0 answers at most three size refusals of a turn by compacting
 (``max_compression_attempts``), and zeroes that count when it activates a fallback
-provider. The fake upstream answers the turn's chat requests by a script: a refusal
-(HTTP 400, ``context_length_exceeded``, stating 60,000 tokens), a ``recall`` call (new
-messages for the next compaction to take), a 429 (Hermes activates its fallback model,
-on the same upstream), a final answer. ctxledger's tail is kept small
-(``CTXLEDGER_TARGET_RATIO``) so that each compaction makes progress, as Hermes asks
-before it retries. ``WORKDIR/fallback.json`` holds the requests' models and outcomes,
-Hermes's compaction count and the ledger.
+provider, but not when empty replies made it (review 1). The fake upstream answers the
+turn's chat requests by a script: a refusal (HTTP 400, ``context_length_exceeded``,
+stating 60,000 tokens), a ``recall`` call (new messages for the next compaction to
+take), a 429 (Hermes activates its fallback model, on the same upstream), a final
+answer; a second agent gets empty replies where the first got the 429. ctxledger's
+tail is kept small (``CTXLEDGER_TARGET_RATIO``) so that each compaction makes progress,
+as Hermes asks before it retries. ``WORKDIR/fallback.json`` holds, for each agent, the
+requests' models and outcomes, Hermes's compaction count, whether the engine still
+waits for a compaction for the last refusal; and the ledger.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from hermes_scenario import fake_agent, serve
 
 #: what the upstream does with each chat request of the turn, in order
 SCRIPT = ["refuse", "recall", "refuse", "recall", "refuse", "recall", "limit", "refuse", "answer"]
+#: the second agent's: empty replies (as long as the primary model is asked) where the
+#: first's had a 429, a fallback Hermes does not zero its compaction attempts for
+EMPTY = [*SCRIPT[:6], "empty", "refuse", "answer"]
+PLAN: list[str] = []
 DONE: list[tuple[str, str]] = []  # (the request's model, what was done)
 LIMITED = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
 _serve = hermes_scenario.app
@@ -42,8 +48,11 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     body = await hermes_scenario.read_body(receive)
     request = json.loads(body or b"{}")
-    step = SCRIPT[len(DONE)] if len(DONE) < len(SCRIPT) else "answer"
-    DONE.append((str(request.get("model")), step))
+    model = str(request.get("model"))
+    if PLAN[:1] == ["empty"] and model == "fallback-model":
+        PLAN.pop(0)
+    step = (PLAN.pop(0) if PLAN[:1] != ["empty"] else "empty") if PLAN else "answer"
+    DONE.append((model, step))
     if step in ("refuse", "limit"):
         status, error = (400, ERROR) if step == "refuse" else (429, LIMITED)
         await hermes_scenario._send(send, status, "application/json", json.dumps(error).encode())
@@ -51,7 +60,7 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     reply = (
         hermes_scenario._call("recall", {"query": "part 1", "limit": 5})
         if step == "recall"
-        else {"content": "Done: the alpha module is reviewed."}
+        else {"content": "" if step == "empty" else "Done: the alpha module is reviewed."}
     )
     saved = hermes_scenario._reply
     hermes_scenario._reply = lambda _: reply
@@ -75,6 +84,24 @@ class _Time:
         time.sleep(min(seconds, 0.01))
 
 
+def _turn(url: str, script: list[str], session: str) -> dict[str, Any]:
+    """One agent's turn under `script`: what was done, its count, what the ledger holds."""
+    PLAN[:], DONE[:] = script, []
+    fallback = {"provider": "custom", "model": "fallback-model", "base_url": url}
+    agent = fake_agent(url, fallback_model=fallback | {"api_key": "sk-fake"}, session_id=session)
+    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(150))
+    history: list[dict[str, Any]] = []
+    for turn in range(12):
+        history.append({"role": "user", "content": f"ask {turn}: part {turn}.\n{filler}"})
+        history.append({"role": "assistant", "content": f"answer {turn}: done.\n{filler}"})
+    result = agent.run_conversation("Turn 12: and the last part?", conversation_history=history)
+    engine = agent.context_compressor
+    pending = engine._hermes_session in engine._shared.refused  # (before the session's end)
+    engine.on_session_end(agent.session_id, result["messages"])
+    out = {"root": engine._root, "done": list(DONE), "count": engine.compression_count}
+    return out | {"error": result.get("error"), "pending": pending}
+
+
 def main() -> None:
     workdir = Path(sys.argv[1])
     os.environ["CTXLEDGER_TARGET_RATIO"] = "0.1"  # a small tail: each compaction progresses
@@ -84,19 +111,8 @@ def main() -> None:
     conversation_loop.time = _Time()  # type: ignore[assignment]
     hermes_scenario.app = _app
     url = serve()
-    fallback = {"provider": "custom", "model": "fallback-model", "base_url": url}
-    agent = fake_agent(url, fallback_model=fallback | {"api_key": "sk-fake"})
-    filler = " ".join(f"alpha{i} beta gamma delta" for i in range(150))
-    history: list[dict[str, Any]] = []
-    for turn in range(12):
-        history.append({"role": "user", "content": f"ask {turn}: part {turn}.\n{filler}"})
-        history.append({"role": "assistant", "content": f"answer {turn}: done.\n{filler}"})
-    result = agent.run_conversation("Turn 12: and the last part?", conversation_history=history)
-    engine = agent.context_compressor
-    engine.on_session_end(agent.session_id, result["messages"])
-    out = {"db": str(home / "ctxledger.ledger.db"), "root": engine._root, "done": DONE}
-    out |= {"count": engine.compression_count, "error": result.get("error")}
-    out["final"] = result.get("final_response")
+    out = {"db": str(home / "ctxledger.ledger.db"), "limit": _turn(url, SCRIPT, "limit")}
+    out["empty"] = _turn(url, EMPTY, "empty")
     (workdir / "fallback.json").write_text(json.dumps(out))
 
 

@@ -33,7 +33,8 @@ def run(tmp_path_factory):
 
 
 def test_a_refusal_after_a_fallback_is_answered_and_recorded_as_overflow(run):
-    result, ledger = run
+    out, ledger = run
+    result = out["limit"]
     # Hermes: three refusals compacted, the 429 switched it to the fallback model, whose
     # refusal it compacted for too (attempts zeroed), and the turn was answered
     assert [d for _, d in result["done"]].count("refuse") == 4
@@ -52,3 +53,17 @@ def test_a_refusal_after_a_fallback_is_answered_and_recorded_as_overflow(run):
     [learnt] = [e for e in events if isinstance(e, ContextLimitLearned)]
     assert learnt.context_length == 60_000
     assert not verify_compactions(ledger, tip).drifted
+
+
+def test_a_fallback_for_empty_replies_renews_no_attempts(run):
+    """Review 1: Hermes's fallback after three empty replies zeroes only its empty-reply
+    count, not its compaction attempts: it gives the fourth refusal up. The engine keeps
+    its count too (before, the refusal stayed pending, as one Hermes would answer: its
+    next ``compress`` of the session, a TUI ``/compress``, would have been ``overflow``)."""
+    out, _ = run
+    result = out["empty"]
+    done = [step for _, step in result["done"]]
+    assert done.count("refuse") == 4 and done.count("empty") >= 4
+    assert result["done"][-1] == ["fallback-model", "refuse"]
+    assert result["count"] == 3 and "max compression attempts" in result["error"]
+    assert result["pending"] is False

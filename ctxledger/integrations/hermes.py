@@ -151,7 +151,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
         self._last_compression_made_progress = False
         self._forget_real_usage()
-        self._shared.attempts_renewed(self._hermes_session)  # (a fallback: its count is 0)
+        if not host.empty_reply_fallback():  # (Hermes keeps its count there)
+            self._shared.attempts_renewed(self._hermes_session)  # (a fallback: count 0)
         window = host.window(context_length)
         if window is None:
             logger.warning(
@@ -353,7 +354,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         host sent), and with `hold` the messages wait for :meth:`_adopt`; `untaken`: the
         host will never take the moved view (its session ends, its compression is off:
         it never asks), and its list with its new messages goes on as a branch of the
-        tip, the view it sent (session 39; they went onto the moved tip before)."""
+        view it sent (session 39; they went onto the moved tip before)."""
         if self._root is None:
             await self._resume(svc, messages, ids)
         n = len(self._known)
@@ -372,7 +373,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         sid, seen = svc.tip(self._root), self._seen
         moved = seen not in (None, sid)  # the host holds `seen`'s view, not the tip's
         if moved and untaken and len(messages) > n:
-            await self._branch(svc, self._root, messages)
+            await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
         suffix = [] if moved and hold else copy.deepcopy(messages[n:])
         if suffix:
@@ -385,7 +386,9 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         """A strict prefix of what the ledger holds (:meth:`_branch`)."""
         return 0 < len(messages) < len(self._known) and messages == self._known[: len(messages)]
 
-    async def _branch(self, svc: ContextService, root: str, head: list[JSON]) -> None:
+    async def _branch(
+        self, svc: ContextService, root: str, head: list[JSON], held: str | None = None
+    ) -> None:
         """The host handed a strict prefix of what the ledger holds: Hermes's
         ``/compress here [N]`` (CLI and gateway) compacts only the head and re-appends the
         last N exchanges after the result, some of which the ledger had seen (a recall
@@ -395,9 +398,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         hands a strict prefix branches as well: ``/retry`` with a preflight compaction
         (the history cut before the last user message, that message again), ``/undo``
         followed by ``/compress`` or an exit. A ``compress`` whose head would not compact
-        starts no branch (:func:`host.head_compacts`)."""
+        starts no branch (:func:`host.head_compacts`). `held`: the session whose view the
+        host holds, not the tip's (``_sync``'s `untaken`), the branch's parent."""
         check_new_messages(head)
-        branch = await host.branch_tip(svc, root, self._model, self.context_length)
+        branch = await host.branch_tip(svc, root, self._model, self.context_length, held)
         self._root, self._known, self._seen = branch, [], None
 
     def _lineage(self, host_id: str | None) -> tuple[str, ...]:

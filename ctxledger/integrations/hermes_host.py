@@ -15,6 +15,7 @@ import json
 import sys
 import uuid
 from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger.compressor.assemble import reason_line
@@ -219,18 +220,38 @@ def gateway_hygiene() -> bool:
     that called ``AIAgent._compress_context`` (``run_agent``) on this thread's stack is
     :data:`HYGIENE_CALLER`. Hermes gives the engine no other sign: a fresh agent, called
     directly with ``force=False`` and the gateway's count, as its turn preflight calls."""
-    frame = sys._getframe(1)
-    for _ in range(16):  # the engine's compress, Hermes's compress_context, its forwarder
-        if (
-            frame.f_code.co_name == "_compress_context"
-            and frame.f_globals.get("__name__") == "run_agent"
-        ):
-            caller = frame.f_back
-            return caller is not None and caller.f_globals.get("__name__") == HYGIENE_CALLER
-        if frame.f_back is None:
-            return False
+    frame = _hermes_frame("run_agent", "_compress_context")
+    caller = frame.f_back if frame is not None else None
+    return caller is not None and caller.f_globals.get("__name__") == HYGIENE_CALLER
+
+
+#: the empty replies Hermes 0.19.0 retries before it activates a fallback for them
+#: (``conversation_loop``: at this count it falls back or gives the turn up)
+EMPTY_RETRIES = 3
+
+
+def empty_reply_fallback() -> bool:
+    """Whether the engine's ``update_model`` runs under Hermes's fallback activation for
+    empty replies: ``try_activate_fallback`` on this thread's stack, its agent's
+    ``_empty_content_retries`` at :data:`EMPTY_RETRIES` (every other activation comes
+    with it below: a reply with content, a new turn or that fallback zero it). Hermes
+    zeroes its turn's compression attempts at its nine other fallback sites, not there."""
+    frame = _hermes_frame("agent.chat_completion_helpers", "try_activate_fallback")
+    retries = getattr(frame.f_locals.get("agent"), "_empty_content_retries", 0) if frame else 0
+    return isinstance(retries, int) and retries >= EMPTY_RETRIES
+
+
+def _hermes_frame(module: str, function: str) -> FrameType | None:
+    """Hermes's `function` of `module` on this thread's stack, at most 16 frames above
+    the caller's caller (the engine's method, Hermes's helper, its forwarder)."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            return frame
         frame = frame.f_back
-    return False
+    return None
 
 
 class RealUsageTrust:
@@ -421,22 +442,26 @@ def failure_report(result: TurnResult) -> dict[str, Any]:
     return out
 
 
-async def branch_tip(svc: ContextService, root: str, model: str, context_length: int | None) -> str:
+async def branch_tip(
+    svc: ContextService, root: str, model: str, context_length: int | None, held: str | None
+) -> str:
     """A branch of chain `root`'s tip (``CtxLedgerEngine._branch``): a new session with
     the tip's system prompt and role, going on as recorded, titled as the chain; the old
-    tip ends, superseded. Returns the branch's id."""
+    tip ends, superseded. Returns the branch's id. With `held` (a session of the chain
+    before the tip, whose view the host holds: it never took the tip's) the branch is
+    `held`'s: a resume counts the compactions in effect there, as the agent did."""
     tip = svc.tip(root)
-    parent = svc.ledger.transcript.session(tip)
+    parent = svc.ledger.transcript.session(held or tip)
     with taking_as_recorded(parent.system_prompt):  # goes on as recorded
         branch = await svc.start_session(
             model=model,
             context_length=context_length or parent.context_length,
             system_prompt=parent.system_prompt,
             system_role=parent.system_role,
-            parent_session_id=tip,
+            parent_session_id=parent.session_id,
             reason="branch",
             title=svc.ledger.chains.lineage(root).title,
         )
-    if not parent.ended:
+    if not svc.ledger.transcript.session(tip).ended:
         await svc.end_session(tip, "branched")
     return branch

@@ -91,15 +91,53 @@ def race(workdir: Path) -> dict[str, Any]:
 def ended(workdir: Path) -> dict[str, Any]:
     """A session that ends after a shell's ``ctxledger compress``, before Hermes's next
     check (session 39): Hermes never took the moved view, and its last turn (sent on its
-    own list) goes on as a branch of the moved tip, not onto it."""
+    own list) goes on as a branch of the view it held, not onto the moved tip. Then
+    ``hermes --resume E`` (a new engine, Hermes's list and one more exchange), and the
+    shell's ``ctxledger compress`` of the chain's root again."""
     db = workdir / "ended.db"
     e = engine(db, window=64_000)
     e.on_session_start("E")
     old = [m for i in range(6) for m in _big(i)]
     e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=old)
-    _cli(db, "compress", str(e._root), "--json")
-    e.on_session_end("E", [*old, u("one more"), a("done")])
-    return {"root": e._root, "count": len(old) + 2}
+    first = str(e._root)
+    _cli(db, "compress", first, "--json")
+    final = [*old, u("one more"), a("done")]
+    e.on_session_end("E", final)
+    resumed = engine(db, window=64_000)
+    resumed.on_session_start("E")
+    resumed.handle_tool_call("recall", {"query": "alpha1x3"}, messages=[*final, u("and"), a("ok")])
+    argv = [sys.executable, "-m", "ctxledger", "--db", str(db), "compress", first]
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    return {
+        "root": e._root,
+        "count": len(old) + 2,
+        "live_count": e.compression_count,
+        "resumed": [resumed._root, resumed.compression_count],
+        "again": [again.returncode, again.stderr],
+    }
+
+
+def off(workdir: Path) -> dict[str, Any]:
+    """Hermes with ``compression.enabled: false`` (session 39): it never asks its engine,
+    so it never takes the view a shell's ``ctxledger compress`` made; its next hand-over
+    (a recall call, on its own list) goes on as a branch of the view it held, not onto
+    the CLI's continuation (summary first, a view Hermes never sent)."""
+    home, saved = workdir / "off-home", os.environ["HERMES_HOME"]
+    home.mkdir()
+    (home / "config.yaml").write_text("compression:\n  enabled: false\n")
+    os.environ["HERMES_HOME"] = str(home)
+    try:
+        db = workdir / "off.db"
+        e = engine(db, window=64_000)
+        e.on_session_start("O")
+        sent = [m for i in range(6) for m in _big(i)]
+        e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=sent)
+        _cli(db, "compress", str(e._root), "--json")
+        sent += [u("one more"), a("done")]
+        e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=sent)
+    finally:
+        os.environ["HERMES_HOME"] = saved
+    return {"root": e._root, "sent": [m["content"] for m in sent], "count": e.compression_count}
 
 
 def refusals(workdir: Path) -> dict[str, Any]:
@@ -249,7 +287,7 @@ def main() -> None:
     os.environ["HERMES_HOME"] = str(workdir / "home")
     out = {
         flow.__name__: flow(workdir)
-        for flow in (two_agents, race, ended, refusals, unanswered, cooldown, no_usage)
+        for flow in (two_agents, race, ended, off, refusals, unanswered, cooldown, no_usage)
     }
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 

@@ -454,3 +454,43 @@ def test_a_host_s_hygiene_answers_no_refusal() -> None:
     sid = ledger.start_session(model="m", context_length=16_000)
     with pytest.raises(InvalidInput, match="hygiene"):
         anyio.run(lambda: svc.host_compress(sid, "h", refused=True, hygiene=True))
+
+
+def test_a_host_s_hygiene_at_its_message_limit_replays_by_that_limit(tmp_path: Path) -> None:
+    """Review 1 of session 39: the host's own hygiene message limit (Hermes's
+    ``compression.hygiene_hard_message_limit``) is recorded with its compaction
+    (``details["hard_limit"]``), and a what-if judges it by that limit: by this ledger's
+    (5,000) a small conversation at the host's 30 messages was dropped (0 where 1)."""
+
+    async def run(ledger: Ledger) -> str:
+        svc = ContextService(ledger, config=HIGH)
+        sid = ledger.start_session(model="m", context_length=16_000)
+        for turn in range(17):
+            if len(ledger.transcript.session(sid).live) >= 30:
+                measured = svc.status(sid)["tokens"]
+                result = await svc.host_compress(
+                    sid, "host hygiene", tokens=measured, agent="h", hygiene=True, hard_limit=30
+                )
+                assert result.compressed
+                sid = result.session_id
+            exchange = [{"role": "user", "content": f"turn {turn} " + "word " * 500}]
+            sid = (
+                await svc.append(sid, [*exchange, {"role": "assistant", "content": "ok"}])
+            ).session_id
+        return svc.tip(sid)
+
+    ledger = deterministic_ledger(tmp_path / "l.db", config=HIGH)
+    tip = anyio.run(run, ledger)
+    [check] = [r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)]
+    assert check.trigger == "hygiene" and check.details["hard_limit"] == 30
+    assert check.tokens < HIGH.hygiene_threshold_tokens(16_000)
+    [step] = [s for s in history(ledger, tip).steps if isinstance(s, CompressStep)]
+    assert (step.hygiene, step.hard_limit) == (True, 30)
+    report = whatif(ledger, tip)
+    assert report.reproduction is not None
+    assert report.reproduction.compactions == [1, 1], report.reproduction.differences
+    assert report.reproduction.matching_compactions == 1
+    with pytest.raises(InvalidInput, match="hard_limit"):
+        anyio.run(
+            lambda: ContextService(ledger, config=HIGH).host_compress(tip, "h", hard_limit=10)
+        )

@@ -33,6 +33,7 @@ def test_the_gateway_s_hygiene_is_recorded_as_hygiene(run):
     assert [e.session_id for e in roots] == [result["root"]]  # the chat's chain went on
     [check] = [e for e in events if isinstance(e, CompressionChecked)]
     assert check.trigger == "hygiene" and check.details["decided_by"] == "host"
+    assert check.details["hard_limit"] == 5000  # (Hermes's default: its config names none)
     assert "gateway's hygiene" in check.source
     # the gateway's own estimate of the transcript, past 85 % of the window
     assert check.tokens >= 0.85 * 64_000 and check.details["estimate"] < result["threshold"]

@@ -188,6 +188,7 @@ class _Driver:
             agent=step.agent,
             refused=step.refused,
             hygiene=step.hygiene,
+            hard_limit=step.hard_limit,
         )
         self.sid = result.session_id
 

@@ -267,8 +267,9 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             ids = self._lineage(None)
             refused = self._shared.refused.pop(self._hermes_session or "", None)
             hygiene = not force and host.gateway_hygiene()  # (read in Hermes's thread)
+            limit = host.hygiene_hard_limit() if hygiene else 0  # (its hygiene's, recorded)
             asked = host.Asked(
-                focus_topic, bool(force), current_tokens, self._agent, refused, hygiene
+                focus_topic, bool(force), current_tokens, self._agent, refused, limit
             )
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:

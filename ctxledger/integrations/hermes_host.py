@@ -188,7 +188,7 @@ class Asked(NamedTuple):
     tokens: Any  # as Hermes passed it (:func:`measured`)
     agent: str | None = None  # the engine copy asking (:func:`agent_token`)
     refused: str | None = None
-    hygiene: bool = False  # its gateway's hygiene called (:func:`gateway_hygiene`)
+    hygiene: int = 0  # its gateway's hygiene: its message limit (:func:`gateway_hygiene`)
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:
@@ -205,7 +205,8 @@ class Asked(NamedTuple):
             focus=focus,
             agent=self.agent,
             refused=bool(self.refused) and not self.hygiene,
-            hygiene=self.hygiene,
+            hygiene=bool(self.hygiene),
+            hard_limit=self.hygiene or None,
         )
 
 
@@ -223,6 +224,26 @@ def gateway_hygiene() -> bool:
     frame = _hermes_frame("run_agent", "_compress_context")
     caller = frame.f_back if frame is not None else None
     return caller is not None and caller.f_globals.get("__name__") == HYGIENE_CALLER
+
+
+#: Hermes 0.19.0's gateway hygiene message limit when its config names none
+HYGIENE_HARD_LIMIT = 5000
+
+
+def hygiene_hard_limit() -> int:
+    """The message limit Hermes's gateway hygiene fires at (with 85 % of the window):
+    ``compression.hygiene_hard_message_limit`` of the config its gateway reads (its
+    ``_load_gateway_config``), taken as it takes it (a positive integer, else
+    :data:`HYGIENE_HARD_LIMIT`). Recorded with a hygiene compaction, for a what-if."""
+    gateway = sys.modules.get(HYGIENE_CALLER)
+    try:
+        section = gateway._load_gateway_config().get("compression") if gateway else None
+        raw = (
+            int(section.get("hygiene_hard_message_limit") or 0) if isinstance(section, dict) else 0
+        )
+    except Exception:  # (absent, not a number: Hermes's default, as its gateway takes it)
+        raw = 0
+    return raw if raw > 0 else HYGIENE_HARD_LIMIT
 
 
 #: the empty replies Hermes 0.19.0 retries before it activates a fallback for them

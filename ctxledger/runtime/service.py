@@ -225,7 +225,9 @@ class ContextService(ServiceCore):
             sid, "hygiene", decision.tokens_used, source, size_decided=True
         )
 
-    def _hygiene_due(self, sid: str, real: int | None, estimated: int) -> HygieneDecision:
+    def _hygiene_due(
+        self, sid: str, real: int | None, estimated: int, hard_limit: int | None = None
+    ) -> HygieneDecision:
         view = self.ledger.transcript.session(sid)
         return hygiene_should_compress(
             messages_count=len(view.live),
@@ -234,7 +236,7 @@ class ContextService(ServiceCore):
             context_length=view.context_length,
             limit_tokens=self.config.hygiene_threshold_tokens(view.context_length),
             min_messages=self.config.hygiene_min_messages,
-            hard_message_limit=self.config.hygiene_hard_message_limit,
+            hard_message_limit=hard_limit or self.config.hygiene_hard_message_limit,
         )
 
     def _estimate(self, sid: str) -> int:
@@ -263,6 +265,7 @@ class ContextService(ServiceCore):
         agent: str | None = None,
         refused: bool = False,
         hygiene: bool = False,
+        hard_limit: int | None = None,
     ) -> TurnResult:
         """A compaction a host decided on its own (Hermes's ``compress(force=False)``):
         trigger ``preflight``, the plan not forced, the guards (cooldown, anti-thrash)
@@ -271,7 +274,8 @@ class ContextService(ServiceCore):
         `refused`: its provider refused the request for its size (Hermes's overflow
         retries): trigger ``overflow``, the size not judged, in a what-if either.
         `hygiene`: its safety net before a turn (Hermes's gateway hygiene): trigger
-        ``hygiene``; a what-if judges its size by :meth:`hygiene`'s rule, as the host did.
+        ``hygiene``; a what-if judges its size by :meth:`hygiene`'s rule, as the host did,
+        with the host's message limit `hard_limit` if given (``details["hard_limit"]``).
 
         `tokens`: the request size the host measured (default: this ledger's estimate);
         it decided, so the size is not judged again. The ledger's own estimate of the
@@ -293,14 +297,16 @@ class ContextService(ServiceCore):
         hygiene), which the host never ran, strike the shared slot and can hold the
         replayed ask; name the agent for an exact what-if."""
         focus = focus_topic(focus)
-        tokens = host_size(agent, tokens, beyond, refused, hygiene)
+        tokens = host_size(agent, tokens, beyond, refused, hygiene, hard_limit)
         sid = self._live_tip(session_id)
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens
         host: dict[str, Any] = {"decided_by": "host", "force": False, "estimate": estimate}
         host |= {} if agent is None else {"agent": agent}
+        host |= {} if hard_limit is None else {"hard_limit": hard_limit}
         due = not hygiene or beyond is None  # (a what-if: judged by the hygiene rule)
-        if not (due or self._hygiene_due(sid, None, max(0, measured or 0)).should_compress):
+        size = max(0, measured or 0)
+        if not (due or self._hygiene_due(sid, None, size, hard_limit).should_compress):
             return TurnResult(session_id=sid)
         return await self._auto_compress(
             sid,

@@ -50,10 +50,17 @@ def is_int(value: object) -> bool:
 
 
 def host_size(
-    agent: str | None, tokens: int | None, beyond: int | None, refused: bool, hygiene: bool
+    agent: str | None,
+    tokens: int | None,
+    beyond: int | None,
+    refused: bool,
+    hygiene: bool,
+    hard_limit: int | None = None,
 ) -> int | None:
     """``ContextService.host_compress``'s arguments checked; the size the host measured
     (`tokens`) as the ledger takes it."""
+    if hard_limit is not None and not (hygiene and is_int(hard_limit) and hard_limit > 0):
+        raise InvalidInput(f"hard_limit is a hygiene's positive message count, got {hard_limit!r}")
     if agent is not None and (not isinstance(agent, str) or not agent):
         raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
     if tokens is not None:

@@ -232,7 +232,7 @@ class ContextService(ServiceCore):
         return hygiene_should_compress(
             messages_count=len(view.live),
             real_prompt_tokens=real,
-            estimated_tokens=estimated,
+            estimated_tokens=max(0, estimated),  # (a what-if's host size may be below 0)
             context_length=view.context_length,
             limit_tokens=self.config.hygiene_threshold_tokens(view.context_length),
             min_messages=self.config.hygiene_min_messages,
@@ -285,9 +285,7 @@ class ContextService(ServiceCore):
 
         `beyond` (a what-if replaying such a decision): the host's size is this ledger's
         estimate plus `beyond`, judged against the threshold as the host judged it;
-        below, nothing is recorded.
-
-        `agent`: the host agent deciding (recorded as ``details["agent"]``). Its passes'
+        below, nothing is recorded. `agent`: the host agent deciding (recorded as ``details["agent"]``). Its passes'
         anti-thrash strikes are its own, as a host's in-memory count is: another
         agent's ask neither uses nor clears them, and a name opts out of the chain's
         shared strikes (unnamed and the ledger's own passes, which still hold unnamed
@@ -302,11 +300,10 @@ class ContextService(ServiceCore):
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens
         host: dict[str, Any] = {"decided_by": "host", "force": False, "estimate": estimate}
-        host |= {} if agent is None else {"agent": agent}
-        host |= {} if hard_limit is None else {"hard_limit": hard_limit}
+        host |= {"agent": agent, "hard_limit": hard_limit}  # (None: left out)
+        host = {k: v for k, v in host.items() if v is not None}
         due = not hygiene or beyond is None  # (a what-if: judged by the hygiene rule)
-        size = max(0, measured or 0)
-        if not (due or self._hygiene_due(sid, None, size, hard_limit).should_compress):
+        if not (due or self._hygiene_due(sid, None, measured or 0, hard_limit).should_compress):
             return TurnResult(session_id=sid)
         return await self._auto_compress(
             sid,

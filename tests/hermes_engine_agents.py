@@ -57,6 +57,17 @@ def _cli(db: Path, *args: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
 
 
+def _shell(db: Path, *args: str) -> tuple[int, str]:
+    """The ``ctxledger`` command run in this process (a shell's writer, as :func:`_cli`,
+    without a process start): its exit code and what it printed."""
+    from click.testing import CliRunner
+
+    from ctxledger.cli.main import cli
+
+    said = CliRunner().invoke(cli, ["--db", str(db), *args])
+    return said.exit_code, said.output
+
+
 def race(workdir: Path) -> dict[str, Any]:
     """Hermes checked (nothing moved), sent its 12-message list, and a shell's
     ``ctxledger compress`` lands while it waits; the reply (two usage reports, a recall
@@ -100,20 +111,18 @@ def ended(workdir: Path) -> dict[str, Any]:
     old = [m for i in range(6) for m in _big(i)]
     e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=old)
     first = str(e._root)
-    _cli(db, "compress", first, "--json")
+    assert _shell(db, "compress", first)[0] == 0
     final = [*old, u("one more"), a("done")]
     e.on_session_end("E", final)
     resumed = engine(db, window=64_000)
     resumed.on_session_start("E")
     resumed.handle_tool_call("recall", {"query": "alpha1x3"}, messages=[*final, u("and"), a("ok")])
-    argv = [sys.executable, "-m", "ctxledger", "--db", str(db), "compress", first]
-    again = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     return {
         "root": e._root,
         "count": len(old) + 2,
         "live_count": e.compression_count,
         "resumed": [resumed._root, resumed.compression_count],
-        "again": [again.returncode, again.stderr],
+        "again": _shell(db, "compress", first),
     }
 
 
@@ -132,7 +141,7 @@ def off(workdir: Path) -> dict[str, Any]:
         e.on_session_start("O")
         sent = [m for i in range(6) for m in _big(i)]
         e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=sent)
-        _cli(db, "compress", str(e._root), "--json")
+        assert _shell(db, "compress", str(e._root))[0] == 0
         sent += [u("one more"), a("done")]
         e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=sent)
     finally:

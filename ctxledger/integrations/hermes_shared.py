@@ -82,9 +82,9 @@ class Shared:
         (hermes-agent 0.19.0 zeroes its turn's compression attempts with it: a refusal
         after it is answered by compacting again; not the one for empty replies, which the
         engine does not pass on: ``hermes_host.empty_reply_fallback``), a model switch,
-        an agent's set-up. The
-        windows Hermes cuts after a size refusal (the one the provider stated, the
-        long-context tier) come while it is pending, and renew nothing, as in Hermes."""
+        an agent's set-up. The windows Hermes cuts after a size refusal (the one the
+        provider stated, the long-context tier) come while it is pending, and renew
+        nothing, as in Hermes."""
         if session and session not in self.refused:
             self._turns.pop(session, None)
 

@@ -111,11 +111,12 @@ class ChainsProjection:
         that tip ended ``branched``, the tip of the chain's latest branch (started from
         any of its sessions), followed the same way (capped). For the error a write to an
         ended session raises: a branch is a chain of its own, which ``tip`` never finds."""
-        tip = self.tip(session_id)
+        tip, seen = self.tip(session_id), set()
         for _ in range(MAX_CHAIN):
             node = self.state.sessions.get(tip)
-            if node is None or node.end_reason != "branched":
+            if node is None or node.end_reason != "branched" or tip in seen:
                 return tip
+            seen.add(tip)
             sessions = self.state.sessions
             branches = [
                 sessions[c]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from helpers.ledger_helpers import compact_now, make_ledger, session_with_turns
 
@@ -21,6 +22,7 @@ from ctxledger.errors import (
     UnknownSession,
 )
 from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 
 @pytest.fixture
@@ -288,9 +290,14 @@ def test_appending_to_a_chain_whose_tip_ended_branched_names_the_branch_s_tip(
     for ended in (sid, tip):
         with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
             ledger.append_messages(ended, [{"role": "user", "content": "more"}])
+    service = ContextService(ledger)  # (its own check: it names the branch, or says none)
+    with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
+        anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
     ledger.end_session(new, "closed")
     with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
         ledger.append_messages(sid, [{"role": "user", "content": "more"}])
+    with pytest.raises(SessionEndedError, match=r"\(branched\); start a new session"):
+        anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
 
 
 def test_a_10mb_message_is_accepted_and_stored_once(ledger: Ledger, tmp_path: Path) -> None:

@@ -202,9 +202,8 @@ class ServiceCore:
         view = self.ledger.transcript.session(sid)
         if view.ended:
             goes_on = self.ledger.chains.live_end(sid)  # (a branch goes on from it)
-            then = (
-                f"its live continuation is {goes_on!r}" if goes_on != sid else "start a new session"
-            )
+            live = not self.ledger.transcript.session(goes_on).ended
+            then = f"its live continuation is {goes_on!r}" if live else "start a new session"
             raise SessionEndedError(f"session {sid!r} has ended ({view.end_reason}); {then}")
         return sid
 

@@ -57,6 +57,17 @@ def _cli(db: Path, *args: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
 
 
+def _shell(db: Path, *args: str) -> tuple[int, str]:
+    """The ``ctxledger`` command run in this process (a shell's writer, as :func:`_cli`,
+    without a process start): its exit code and what it printed."""
+    from click.testing import CliRunner
+
+    from ctxledger.cli.main import cli
+
+    said = CliRunner().invoke(cli, ["--db", str(db), *args])
+    return said.exit_code, said.output
+
+
 def race(workdir: Path) -> dict[str, Any]:
     """Hermes checked (nothing moved), sent its 12-message list, and a shell's
     ``ctxledger compress`` lands while it waits; the reply (two usage reports, a recall
@@ -86,6 +97,56 @@ def race(workdir: Path) -> dict[str, Any]:
         "check": check,
         "view": [[m["role"], (m.get("content") or "")[:12]] for m in view],
     }
+
+
+def ended(workdir: Path) -> dict[str, Any]:
+    """A session that ends after a shell's ``ctxledger compress``, before Hermes's next
+    check (session 39): Hermes never took the moved view, and its last turn (sent on its
+    own list) goes on as a branch of the view it held, not onto the moved tip. Then
+    ``hermes --resume E`` (a new engine, Hermes's list and one more exchange), and the
+    shell's ``ctxledger compress`` of the chain's root again."""
+    db = workdir / "ended.db"
+    e = engine(db, window=64_000)
+    e.on_session_start("E")
+    old = [m for i in range(6) for m in _big(i)]
+    e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=old)
+    first = str(e._root)
+    assert _shell(db, "compress", first)[0] == 0
+    final = [*old, u("one more"), a("done")]
+    e.on_session_end("E", final)
+    resumed = engine(db, window=64_000)
+    resumed.on_session_start("E")
+    resumed.handle_tool_call("recall", {"query": "alpha1x3"}, messages=[*final, u("and"), a("ok")])
+    return {
+        "root": e._root,
+        "count": len(old) + 2,
+        "live_count": e.compression_count,
+        "resumed": [resumed._root, resumed.compression_count],
+        "again": _shell(db, "compress", first),
+    }
+
+
+def off(workdir: Path) -> dict[str, Any]:
+    """Hermes with ``compression.enabled: false`` (session 39): it never asks its engine,
+    so it never takes the view a shell's ``ctxledger compress`` made; its next hand-over
+    (a recall call, on its own list) goes on as a branch of the view it held, not onto
+    the CLI's continuation (summary first, a view Hermes never sent)."""
+    home, saved = workdir / "off-home", os.environ["HERMES_HOME"]
+    home.mkdir()
+    (home / "config.yaml").write_text("compression:\n  enabled: false\n")
+    os.environ["HERMES_HOME"] = str(home)
+    try:
+        db = workdir / "off.db"
+        e = engine(db, window=64_000)
+        e.on_session_start("O")
+        sent = [m for i in range(6) for m in _big(i)]
+        e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=sent)
+        assert _shell(db, "compress", str(e._root))[0] == 0
+        sent += [u("one more"), a("done")]
+        e.handle_tool_call("recall", {"query": "alpha1x3"}, messages=sent)
+    finally:
+        os.environ["HERMES_HOME"] = saved
+    return {"root": e._root, "sent": [m["content"] for m in sent], "count": e.compression_count}
 
 
 def refusals(workdir: Path) -> dict[str, Any]:
@@ -235,7 +296,7 @@ def main() -> None:
     os.environ["HERMES_HOME"] = str(workdir / "home")
     out = {
         flow.__name__: flow(workdir)
-        for flow in (two_agents, race, refusals, unanswered, cooldown, no_usage)
+        for flow in (two_agents, race, ended, off, refusals, unanswered, cooldown, no_usage)
     }
     (workdir / "agents.json").write_text(json.dumps(out, indent=2))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 from helpers.ledger_helpers import SMALL, deterministic_ledger
 
@@ -385,3 +386,111 @@ def test_a_host_s_compaction_after_a_refusal_is_overflow_and_replays(tmp_path: P
     assert report.reproduction.compactions == [1, 1], report.reproduction.differences
     assert report.reproduction.matching_compactions == 1
     assert not any("overflow" in note for note in report.notes), report.notes
+
+
+#: a threshold above the hygiene share (85 %): the window where a host's hygiene fires
+#: under the agent's own threshold (Hermes's 64,000-token floor on a 70K window)
+HIGH = msgspec.structs.replace(SMALL, threshold=0.95)
+
+
+async def _gateway_hygiene(ledger: Ledger) -> str:
+    """A host whose gateway checks before each user turn, as Hermes's does: its size (the
+    ledger's estimate plus 2,000 tokens of its own) at 85 % of the window compacts, on a
+    fresh agent, before the turn (trigger ``hygiene``). The ledger's own estimate stays
+    under the hygiene share and the agent's threshold (95 %)."""
+    svc = ContextService(ledger, config=HIGH)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    limit = HIGH.hygiene_threshold_tokens(16_000)
+    for turn in range(24):
+        measured = svc.status(sid)["tokens"] + 2_000
+        if measured >= limit:
+            source = f"host hygiene: ~{measured:,} tokens"
+            result = await svc.host_compress(
+                sid, source, tokens=measured, agent=f"h{turn}", hygiene=True
+            )
+            assert result.compressed and svc.status(sid)["tokens"] < limit - 2_000
+            sid = result.session_id
+        exchange = [{"role": "user", "content": f"turn {turn} " + "word " * 700}]
+        exchange.append({"role": "assistant", "content": f"done {turn}"})
+        sid = (await svc.append(sid, exchange)).session_id
+    return svc.tip(sid)
+
+
+def test_a_host_s_hygiene_is_recorded_as_hygiene_and_replays_by_the_hygiene_rule(
+    tmp_path: Path,
+) -> None:
+    """Session 39: Hermes's gateway hygiene (``host_compress(hygiene=True)``) is recorded
+    as ``hygiene``, and a what-if judges it by the hygiene rule (85 % of the window), as
+    the gateway judged it: judged against the agent's threshold (95 % here) it was
+    dropped (what-if 0 where the recording made 1)."""
+    ledger = deterministic_ledger(tmp_path / "l.db", config=HIGH)
+    tip = anyio.run(_gateway_hygiene, ledger)
+    switches = _switches(ledger)
+    assert switches and {s.trigger for s in switches} == {"hygiene"}
+    assert not any(s.plan["forced"] for s in switches)
+    checks = [r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)]
+    assert [c.trigger for c in checks] == ["hygiene"] * len(switches)
+    assert all(c.details["decided_by"] == "host" for c in checks)
+    assert all(c.tokens < HIGH.threshold_tokens(16_000) for c in checks)
+    assert not verify_compactions(ledger, tip).drifted
+    steps = [s for s in history(ledger, tip).steps if isinstance(s, CompressStep)]
+    assert [(s.hygiene, s.refused, s.beyond) for s in steps] == [(True, False, 2_000)] * len(
+        switches
+    )
+    report = whatif(ledger, tip)
+    assert report.reproduction is not None
+    counts = [len(switches)] * 2
+    assert report.reproduction.compactions == counts, report.reproduction.differences
+    assert report.reproduction.matching_compactions == len(switches)
+    # under a hygiene share above its size (and the agent's threshold) it does not fire
+    higher = msgspec.structs.replace(HIGH, hygiene_threshold=0.97)
+    replayed = whatif(ledger, tip, config=higher).whatif.compactions
+    assert "hygiene" not in {c.trigger for c in replayed}, replayed
+
+
+def test_a_host_s_hygiene_answers_no_refusal() -> None:
+    ledger = deterministic_ledger()
+    svc = ContextService(ledger, config=SMALL)
+    sid = ledger.start_session(model="m", context_length=16_000)
+    with pytest.raises(InvalidInput, match="hygiene"):
+        anyio.run(lambda: svc.host_compress(sid, "h", refused=True, hygiene=True))
+
+
+def test_a_host_s_hygiene_at_its_message_limit_replays_by_that_limit(tmp_path: Path) -> None:
+    """Review 1 of session 39: the host's own hygiene message limit (Hermes's
+    ``compression.hygiene_hard_message_limit``) is recorded with its compaction
+    (``details["hard_limit"]``), and a what-if judges it by that limit: by this ledger's
+    (5,000) a small conversation at the host's 30 messages was dropped (0 where 1)."""
+
+    async def run(ledger: Ledger) -> str:
+        svc = ContextService(ledger, config=HIGH)
+        sid = ledger.start_session(model="m", context_length=16_000)
+        for turn in range(17):
+            if len(ledger.transcript.session(sid).live) >= 30:
+                measured = svc.status(sid)["tokens"]
+                result = await svc.host_compress(
+                    sid, "host hygiene", tokens=measured, agent="h", hygiene=True, hard_limit=30
+                )
+                assert result.compressed
+                sid = result.session_id
+            exchange = [{"role": "user", "content": f"turn {turn} " + "word " * 500}]
+            sid = (
+                await svc.append(sid, [*exchange, {"role": "assistant", "content": "ok"}])
+            ).session_id
+        return svc.tip(sid)
+
+    ledger = deterministic_ledger(tmp_path / "l.db", config=HIGH)
+    tip = anyio.run(run, ledger)
+    [check] = [r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)]
+    assert check.trigger == "hygiene" and check.details["hard_limit"] == 30
+    assert check.tokens < HIGH.hygiene_threshold_tokens(16_000)
+    [step] = [s for s in history(ledger, tip).steps if isinstance(s, CompressStep)]
+    assert (step.hygiene, step.hard_limit) == (True, 30)
+    report = whatif(ledger, tip)
+    assert report.reproduction is not None
+    assert report.reproduction.compactions == [1, 1], report.reproduction.differences
+    assert report.reproduction.matching_compactions == 1
+    with pytest.raises(InvalidInput, match="hard_limit"):
+        anyio.run(
+            lambda: ContextService(ledger, config=HIGH).host_compress(tip, "h", hard_limit=10)
+        )

@@ -131,3 +131,45 @@ def test_a_response_without_usage_ends_the_wait_for_the_provider_s_count(flows):
     one the engine drops), so Hermes never compacted again; its own compressor ends it."""
     _, out = flows
     assert out["no_usage"] == {"hermes": [False, False], "ours": [False, False]}
+
+
+def _branched_off_the_cli_s_compress(ledger: Ledger, root: str) -> tuple[str, list[str]]:
+    """The CLI's continuation ended ``branched`` holding only its own view; the
+    conversation's tip `root` is a branch of the session the CLI compacted (the view the
+    host held); returns the continuation's id and the branch's view (its contents)."""
+    [switch] = [r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)]
+    cli = switch.new_session_id
+    assert ledger.transcript.session(cli).end_reason == "branched"
+    assert len(ledger.api_messages(cli)) == switch.messages_after  # nothing of the host's
+    tip = ledger.tip(root)
+    assert ledger.chains.lineage(tip).parent_session_id == switch.session_id
+    return cli, [m["content"] for m in ledger.api_messages(tip) if m["role"] != "system"]
+
+
+def test_a_session_ending_after_a_cli_compress_goes_on_as_a_branch(flows):
+    """Session 39: its last messages went onto the CLI's continuation before, a view
+    Hermes never sent (and a resume found no chain its list starts with). Review 1: a
+    resume finds the branch and counts what the agent had (no compaction: the CLI's was
+    never taken); a shell's ``compress`` of the chain's root names the branch to use."""
+    workdir, out = flows
+    said = out["ended"]
+    with Ledger.open(workdir / "ended.db") as ledger:
+        cli, view = _branched_off_the_cli_s_compress(ledger, said["root"])
+        assert len(view) == said["count"] + 2 and view[-4:] == ["one more", "done", "and", "ok"]
+        assert said["resumed"] == [said["root"], said["live_count"]] and said["live_count"] == 0
+        code, error = said["again"]
+        assert code != 0 and f"its live continuation is '{ledger.tip(said['root'])}'" in error
+        assert f"session '{cli}' has ended (branched)" in error
+
+
+def test_with_compression_off_the_host_s_list_goes_on_as_a_branch(flows):
+    """Session 39 (review 1: the engine under Hermes's config, where a real Hermes run of
+    five turns took ~8 s): compression off, Hermes never asks its engine, so it never
+    takes the CLI's view; its next hand-over records its list as a branch of the view it
+    held (before: its new messages went onto the CLI's continuation, summary first)."""
+    workdir, out = flows
+    said = out["off"]
+    assert said["count"] == 0
+    with Ledger.open(workdir / "off.db") as ledger:
+        _, view = _branched_off_the_cli_s_compress(ledger, said["root"])
+        assert view == said["sent"]

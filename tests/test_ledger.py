@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from helpers.ledger_helpers import compact_now, make_ledger, session_with_turns
 
@@ -21,6 +22,7 @@ from ctxledger.errors import (
     UnknownSession,
 )
 from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 
 @pytest.fixture
@@ -267,6 +269,35 @@ def test_appending_to_a_compressed_session_names_the_tip(ledger: Ledger) -> None
     with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
         ledger.append_messages(sid, [{"role": "user", "content": "more"}])
     assert ledger.store.last_seq() == before
+
+
+def test_appending_to_a_chain_whose_tip_ended_branched_names_the_branch_s_tip(
+    ledger: Ledger,
+) -> None:
+    """Session 39, review 1: a branch is a chain of its own, which the compression tip
+    never reaches; the error named nothing (or the ended tip) before. A branch started
+    from an earlier session of the chain counts (the Hermes engine's, from the view its
+    host held), the latest wins, and a branch's own compactions are followed."""
+    sid = session_with_turns(ledger, 12)
+    tip = compact_now(ledger, sid).new_session_id
+    ledger.start_session(model="m", parent_session_id=tip, reason="branch")  # superseded
+    branch = ledger.start_session(model="m", parent_session_id=sid, reason="branch")
+    ledger.end_session(tip, "branched")
+    for i in range(12):
+        ledger.append_messages(branch, [{"role": "user", "content": f"q{i} " + "w " * 300}])
+        ledger.append_messages(branch, [{"role": "assistant", "content": f"a{i}"}])
+    new = compact_now(ledger, branch).new_session_id
+    for ended in (sid, tip):
+        with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
+            ledger.append_messages(ended, [{"role": "user", "content": "more"}])
+    service = ContextService(ledger)  # (its own check: it names the branch, or says none)
+    with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
+        anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
+    ledger.end_session(new, "closed")
+    with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
+        ledger.append_messages(sid, [{"role": "user", "content": "more"}])
+    with pytest.raises(SessionEndedError, match=r"\(branched\); start a new session"):
+        anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
 
 
 def test_a_10mb_message_is_accepted_and_stored_once(ledger: Ledger, tmp_path: Path) -> None:

@@ -149,6 +149,29 @@ def test_manual_feedback_matches_hermes(hermes: Hermes) -> None:
     assert len(kinds) == 4, kinds  # compressed, no changes, with fallback, aborted
 
 
+def test_a_tiny_conversation_s_note_differs_by_the_summaries_framing(
+    hermes: Hermes, tmp_path: Path
+) -> None:
+    """Pinned (session 39, found with five times the draws): twelve ~50-token exchanges,
+    the summary answered. Hermes's summary framing is ~300 tokens longer than ours
+    (``FRAMING``), so its estimate grows through the compaction and it adds the "fewer
+    messages, more tokens" note; ours shrinks, and our note is true of our request.
+    The figures agree within the slack the main test allows."""
+    history = []
+    for i in range(12):
+        history.append({"role": "user", "content": f"ask {i} " + "u " * 50})
+        history.append({"role": "assistant", "content": f"answer {i} " + "a " * 50})
+    item = {"system": SYSTEM, "history": history, "summary": "ok"}
+    (answer,) = hermes.ask("manual", [item])
+    told = answer["feedback"]
+    before, after = _figures(told["token_line"])
+    assert _note(told["note"]) == "fewer messages, more tokens" and after > before
+    ours = anyio.run(_ours, tmp_path / "l.db", item, answer["tools"]).splitlines()
+    ours_before, ours_after = _figures(ours[1])
+    assert len(ours) == 2 and ours_after < ours_before  # no note
+    assert abs(ours_after - after) <= 200 + FRAMING + after // 20
+
+
 def test_the_oracle_keeps_out_of_the_machine_s_hermes_home_and_cleans_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -100,6 +100,11 @@ class CompressStep(_Step, frozen=True, kw_only=True):
     #: the host compacted because its provider refused the request (trigger
     #: ``overflow``, ``host_compress(refused=True)``): replayed whatever the size
     refused: bool = False
+    #: the host's safety net before a turn (trigger ``hygiene``,
+    #: ``host_compress(hygiene=True)``): judged by the hygiene rule
+    hygiene: bool = False
+    #: the host's hygiene message limit (``details["hard_limit"]``), if it said
+    hard_limit: int | None = None
 
 
 class ModelStep(_Step, frozen=True, kw_only=True):
@@ -259,12 +264,15 @@ def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:
     tokens = e.tokens if isinstance(e, CompressionChecked) else details.get("tokens")
     estimate = details.get("estimate")
     beyond = tokens - estimate if isinstance(tokens, int) and isinstance(estimate, int) else 0
-    focus = details.get("focus")
+    focus, limit = details.get("focus"), details.get("hard_limit")
+    said = type(limit) is int and limit > 0 and e.trigger == "hygiene"  # (not a bool)
     return CompressStep(
         focus=focus if isinstance(focus, str) else None,
         beyond=beyond,
         agent=host_agent(e),
         refused=e.trigger == "overflow",
+        hygiene=e.trigger == "hygiene",
+        hard_limit=limit if said else None,
         at=e.at,
     )
 

@@ -187,6 +187,8 @@ class _Driver:
             focus=step.focus,
             agent=step.agent,
             refused=step.refused,
+            hygiene=step.hygiene,
+            hard_limit=step.hard_limit,
         )
         self.sid = result.session_id
 

@@ -43,7 +43,8 @@ compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. Ot
 ``force=False`` (Hermes decided, on its estimate) a ``preflight`` one with the size Hermes
 passed (:class:`~ctxledger.integrations.hermes_host.Asked`), or ``overflow`` when its
 ``api_request_error`` hook said the provider refused the request for its size (session
-38); every one was ``manual`` before session 37. ``recall`` and ``expand_compaction``
+38), ``hygiene`` under its gateway's hygiene (session 39); every one was ``manual``
+before session 37. ``recall`` and ``expand_compaction``
 are the engine's tools.
 """
 
@@ -150,6 +151,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
         self._last_compression_made_progress = False
         self._forget_real_usage()
+        if not host.empty_reply_fallback():  # (Hermes keeps its count there)
+            self._shared.attempts_renewed(self._hermes_session)  # (a fallback: count 0)
         window = host.window(context_length)
         if window is None:
             logger.warning(
@@ -263,7 +266,11 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         try:
             ids = self._lineage(None)
             refused = self._shared.refused.pop(self._hermes_session or "", None)
-            asked = host.Asked(focus_topic, bool(force), current_tokens, self._agent, refused)
+            hygiene = not force and host.gateway_hygiene()  # (read in Hermes's thread)
+            limit = host.hygiene_hard_limit() if hygiene else 0  # (its hygiene's, recorded)
+            asked = host.Asked(
+                focus_topic, bool(force), current_tokens, self._agent, refused, limit
+            )
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
             # the host keeps its messages unchanged and tells the user; nothing half-done
@@ -334,13 +341,21 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         return self._hand_back(svc, sid)
 
     async def _sync(
-        self, svc: ContextService, messages: list[JSON], ids: tuple[str, ...], hold: bool = False
+        self,
+        svc: ContextService,
+        messages: list[JSON],
+        ids: tuple[str, ...],
+        hold: bool = False,
+        untaken: bool = False,
     ) -> tuple[str, JSON | None]:
         """Append the host's new messages (without the session store's mark: callers
         pass them through :func:`host.unmarked` once); write queued usage but the latest
         (returned). ``ids``: the Hermes ids whose chain may be resumed (:meth:`_lineage`).
         While another writer has moved the tip, the usage goes on ``_seen`` (the view the
-        host sent), and with `hold` the messages wait for :meth:`_adopt`."""
+        host sent), and with `hold` the messages wait for :meth:`_adopt`; `untaken`: the
+        host will never take the moved view (its session ends, its compression is off:
+        it never asks), and its list with its new messages goes on as a branch of the
+        view it sent (session 39; they went onto the moved tip before)."""
         if self._root is None:
             await self._resume(svc, messages, ids)
         n = len(self._known)
@@ -358,6 +373,9 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             self._known, n = [], 0
         sid, seen = svc.tip(self._root), self._seen
         moved = seen not in (None, sid)  # the host holds `seen`'s view, not the tip's
+        if moved and untaken and len(messages) > n:
+            await self._branch(svc, self._root, messages, seen)
+            sid, seen, n, moved = svc.tip(self._root), None, 0, False
         suffix = [] if moved and hold else copy.deepcopy(messages[n:])
         if suffix:
             sid = (await svc.append(sid, suffix)).session_id
@@ -369,7 +387,9 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         """A strict prefix of what the ledger holds (:meth:`_branch`)."""
         return 0 < len(messages) < len(self._known) and messages == self._known[: len(messages)]
 
-    async def _branch(self, svc: ContextService, root: str, head: list[JSON]) -> None:
+    async def _branch(
+        self, svc: ContextService, root: str, head: list[JSON], held: str | None = None
+    ) -> None:
         """The host handed a strict prefix of what the ledger holds: Hermes's
         ``/compress here [N]`` (CLI and gateway) compacts only the head and re-appends the
         last N exchanges after the result, some of which the ledger had seen (a recall
@@ -379,9 +399,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         hands a strict prefix branches as well: ``/retry`` with a preflight compaction
         (the history cut before the last user message, that message again), ``/undo``
         followed by ``/compress`` or an exit. A ``compress`` whose head would not compact
-        starts no branch (:func:`host.head_compacts`)."""
+        starts no branch (:func:`host.head_compacts`). `held`: the session whose view the
+        host holds, not the tip's (``_sync``'s `untaken`), the branch's parent."""
         check_new_messages(head)
-        branch = await host.branch_tip(svc, root, self._model, self.context_length)
+        branch = await host.branch_tip(svc, root, self._model, self.context_length, held)
         self._root, self._known, self._seen = branch, [], None
 
     def _lineage(self, host_id: str | None) -> tuple[str, ...]:
@@ -419,36 +440,18 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     ) -> None:
         """A Hermes conversation resumed in a new agent (``hermes --resume``, the gateway
         after an eviction): its ledger chain goes on when the host's list starts with the
-        chain tip's live view (compared as a conversation, without the bookkeeping keys
-        Hermes's session store adds or drops: ``timestamp``, ``reasoning``, ...); before,
-        every resume recorded the whole history again under a new root. Only for an id
-        the engine was started on (after a reset the old id's chain is not this one), and
-        the tip takes the agent's model and window if they changed meanwhile. A list
-        the view starts with goes on as a branch (:meth:`_branch`). ``ids``:
-        the Hermes ids the chain may be titled with (the agent's, then those it continues
-        after a rotation)."""
+        chain tip's live view (:func:`host.resumed_chain`); before, every resume recorded
+        the whole history again under a new root. Only for an id the engine was started
+        on (after a reset the old id's chain is not this one). ``ids``: the Hermes ids
+        the chain may be titled with (the agent's, then those it continues after a
+        rotation)."""
         if not ids:
             return
-        svc.ledger.refresh()
-        for lineage in host.chains_titled(svc.ledger.chains, {host.title(i) for i in ids}):
-            tip = svc.tip(lineage.session_id)
-            if svc.ledger.transcript.session(tip).ended:
-                continue
-            view = live_messages(svc, tip)
-            if (
-                view
-                and messages
-                and all(host.said(a) == host.said(b) for a, b in zip(view, messages, strict=False))
-            ):
-                # a host's list shorter than the view (the gateway's /compress here on a
-                # temporary agent) is a strict prefix of what the ledger holds: a branch
-                known = messages[: len(view)] + view[len(messages) :]
-                self._root, self._known = lineage.session_id, copy.deepcopy(known)
-                self._seen = None
-                self.compression_count = await host.follow_model(
-                    svc, tip, self._model, self.context_length
-                )
-                return
+        titles = {host.title(i) for i in ids}
+        found = await host.resumed_chain(svc, messages, titles, self._model, self.context_length)
+        if found is not None:
+            self._root, self._known, self.compression_count = found
+            self._seen = None
 
     def _flush(
         self, messages: list[JSON], *, final: bool = False, host_id: str | None = None
@@ -459,9 +462,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         `messages` are :func:`host.unmarked` already."""
 
         ids = self._lineage(host_id)
+        untaken = final or not host.compression_on()  # (Hermes will not take a moved view)
 
         async def flush(svc: ContextService) -> str:
-            sid, last = await self._sync(svc, messages, ids, hold=not final)
+            sid, last = await self._sync(svc, messages, ids, not final, untaken)
             if last is not None and final:
                 svc.ledger.report_usage(self._seen or sid, last)
             elif last is not None:

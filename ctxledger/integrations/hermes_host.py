@@ -9,10 +9,13 @@ count (:class:`RealUsageTrust`), and whether Hermes answers a refusal by compact
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import sys
 import uuid
 from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger.compressor.assemble import reason_line
@@ -20,7 +23,7 @@ from ctxledger.compressor.planner import plan
 from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
-from ctxledger.integrations.common import host_title
+from ctxledger.integrations.common import host_title, live_messages
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
@@ -185,6 +188,7 @@ class Asked(NamedTuple):
     tokens: Any  # as Hermes passed it (:func:`measured`)
     agent: str | None = None  # the engine copy asking (:func:`agent_token`)
     refused: str | None = None
+    hygiene: int = 0  # its gateway's hygiene: its message limit (:func:`gateway_hygiene`)
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:
@@ -192,10 +196,83 @@ class Asked(NamedTuple):
         tokens = measured(self.tokens)
         said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
         why = f", after its provider refused the request ({self.refused})" if self.refused else ""
+        why = ", its gateway's hygiene before a turn" if self.hygiene else why
         source = f"hermes decided (compress, force=False{why}): {said}"
         return await svc.host_compress(
-            sid, source, tokens=tokens, focus=focus, agent=self.agent, refused=bool(self.refused)
+            sid,
+            source,
+            tokens=tokens,
+            focus=focus,
+            agent=self.agent,
+            refused=bool(self.refused) and not self.hygiene,
+            hygiene=bool(self.hygiene),
+            hard_limit=self.hygiene or None,
         )
+
+
+#: the module of Hermes 0.19.0 that calls ``AIAgent._compress_context`` for its gateway's
+#: hygiene (``GatewayRunner._handle_message_with_agent``, on a fresh agent, before the
+#: turn); its loop calls it from ``agent.*``, its slash commands from their own modules
+HYGIENE_CALLER = "gateway.run"
+
+
+def gateway_hygiene() -> bool:
+    """Whether the engine's ``compress`` runs under Hermes's gateway hygiene: the module
+    that called ``AIAgent._compress_context`` (``run_agent``) on this thread's stack is
+    :data:`HYGIENE_CALLER`. Hermes gives the engine no other sign: a fresh agent, called
+    directly with ``force=False`` and the gateway's count, as its turn preflight calls."""
+    frame = _hermes_frame("run_agent", "_compress_context")
+    caller = frame.f_back if frame is not None else None
+    return caller is not None and caller.f_globals.get("__name__") == HYGIENE_CALLER
+
+
+#: Hermes 0.19.0's gateway hygiene message limit when its config names none
+HYGIENE_HARD_LIMIT = 5000
+
+
+def hygiene_hard_limit() -> int:
+    """The message limit Hermes's gateway hygiene fires at (with 85 % of the window):
+    ``compression.hygiene_hard_message_limit`` of the config its gateway reads (its
+    ``_load_gateway_config``), taken as it takes it (a positive integer, else
+    :data:`HYGIENE_HARD_LIMIT`). Recorded with a hygiene compaction, for a what-if."""
+    gateway = sys.modules.get(HYGIENE_CALLER)
+    try:
+        section = gateway._load_gateway_config().get("compression") if gateway else None
+        raw = (
+            int(section.get("hygiene_hard_message_limit") or 0) if isinstance(section, dict) else 0
+        )
+    except Exception:  # (absent, not a number: Hermes's default, as its gateway takes it)
+        raw = 0
+    return raw if raw > 0 else HYGIENE_HARD_LIMIT
+
+
+#: the empty replies Hermes 0.19.0 retries before it activates a fallback for them
+#: (``conversation_loop``: at this count it falls back or gives the turn up)
+EMPTY_RETRIES = 3
+
+
+def empty_reply_fallback() -> bool:
+    """Whether the engine's ``update_model`` runs under Hermes's fallback activation for
+    empty replies: ``try_activate_fallback`` on this thread's stack, its agent's
+    ``_empty_content_retries`` at :data:`EMPTY_RETRIES` (every other activation comes
+    with it below: a reply with content, a new turn or that fallback zero it). Hermes
+    zeroes its turn's compression attempts at its nine other fallback sites, not there."""
+    frame = _hermes_frame("agent.chat_completion_helpers", "try_activate_fallback")
+    retries = getattr(frame.f_locals.get("agent"), "_empty_content_retries", 0) if frame else 0
+    return isinstance(retries, int) and retries >= EMPTY_RETRIES
+
+
+def _hermes_frame(module: str, function: str) -> FrameType | None:
+    """Hermes's `function` of `module` on this thread's stack, at most 16 frames above
+    the caller's caller (the engine's method, Hermes's helper, its forwarder)."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            return frame
+        frame = frame.f_back
+    return None
 
 
 class RealUsageTrust:
@@ -254,17 +331,11 @@ class RealUsageTrust:
         self.last_rough_tokens_when_real_prompt_fit = 0
 
 
-def compaction_answers(reason: str, error: Any) -> bool:
-    """Whether Hermes 0.19.0 answers a refusal for the request's size (its classified
-    `reason`; `error`: the hook's ``{"message": ...}``) by compacting: not with its
-    compression off (``compression.enabled: false`` in its config: it tells the user to
-    run ``/compress``), nor a context-length error about the output cap (it lowers
-    ``max_tokens`` or gives the turn up). Outside Hermes: yes."""
+def compression_on() -> bool:
+    """Whether Hermes compacts at all: ``compression.enabled`` in its config, read as its
+    agent reads it (off: it never asks the engine, nor calls ``compress`` but for the
+    user's ``/compress``). Outside Hermes, or its config unreadable (its defaults): yes."""
     try:
-        from agent.model_metadata import (
-            is_output_cap_error,
-            parse_available_output_tokens_from_error,
-        )
         from hermes_cli.config import load_config_readonly
     except ImportError:
         return True
@@ -273,8 +344,24 @@ def compaction_answers(reason: str, error: Any) -> bool:
     except Exception:  # Hermes's agent takes its defaults then: compression on
         section = None
     enabled = section.get("enabled", True) if isinstance(section, dict) else True
-    if str(enabled).lower() not in {"true", "1", "yes"}:  # (as Hermes reads it)
+    return str(enabled).lower() in {"true", "1", "yes"}  # (as Hermes reads it)
+
+
+def compaction_answers(reason: str, error: Any) -> bool:
+    """Whether Hermes 0.19.0 answers a refusal for the request's size (its classified
+    `reason`; `error`: the hook's ``{"message": ...}``) by compacting: not with its
+    compression off (:func:`compression_on`: it tells the user to run ``/compress``),
+    nor a context-length error about the output cap (it lowers ``max_tokens`` or gives
+    the turn up). Outside Hermes: yes."""
+    if not compression_on():
         return False
+    try:
+        from agent.model_metadata import (
+            is_output_cap_error,
+            parse_available_output_tokens_from_error,
+        )
+    except ImportError:
+        return True
     said = str(error.get("message") or "").lower() if isinstance(error, dict) else ""
     return reason != "context_overflow" or not (
         is_output_cap_error(said) or parse_available_output_tokens_from_error(said) is not None
@@ -318,6 +405,34 @@ def head_compacts(
     return decision.action == "compress"
 
 
+async def resumed_chain(
+    svc: ContextService, messages: list[JSON], titles: set[str], model: str, context_length: int
+) -> tuple[str, list[JSON], int] | None:
+    """The ledger chain a resumed Hermes conversation goes on (``CtxLedgerEngine._resume``):
+    the latest titled with one of `titles` whose live tip's view the host's list starts
+    with, compared as a conversation (:func:`said`: without the bookkeeping keys Hermes's
+    session store adds or drops, ``timestamp``, ``reasoning``, ...). Returns its root,
+    the messages the ledger holds of it (a host's list shorter than the view, the
+    gateway's ``/compress here`` on a temporary agent, is a strict prefix of them: a
+    branch follows) and its compaction count; the tip takes the agent's model and window
+    if they changed meanwhile (:func:`follow_model`)."""
+    svc.ledger.refresh()
+    for lineage in chains_titled(svc.ledger.chains, titles):
+        tip = svc.tip(lineage.session_id)
+        if svc.ledger.transcript.session(tip).ended:
+            continue
+        view = live_messages(svc, tip)
+        if (
+            view
+            and messages
+            and all(said(a) == said(b) for a, b in zip(view, messages, strict=False))
+        ):
+            known = copy.deepcopy(messages[: len(view)] + view[len(messages) :])
+            count = await follow_model(svc, tip, model, context_length)
+            return lineage.session_id, known, count
+    return None
+
+
 async def follow_model(svc: ContextService, tip: str, model: str, context_length: int) -> int:
     """A resumed chain written under another model or window switches to the agent's
     (the service takes its thresholds from the session's window); returns the chain's
@@ -348,22 +463,26 @@ def failure_report(result: TurnResult) -> dict[str, Any]:
     return out
 
 
-async def branch_tip(svc: ContextService, root: str, model: str, context_length: int | None) -> str:
+async def branch_tip(
+    svc: ContextService, root: str, model: str, context_length: int | None, held: str | None
+) -> str:
     """A branch of chain `root`'s tip (``CtxLedgerEngine._branch``): a new session with
     the tip's system prompt and role, going on as recorded, titled as the chain; the old
-    tip ends, superseded. Returns the branch's id."""
+    tip ends, superseded. Returns the branch's id. With `held` (a session of the chain
+    before the tip, whose view the host holds: it never took the tip's) the branch is
+    `held`'s: a resume counts the compactions in effect there, as the agent did."""
     tip = svc.tip(root)
-    parent = svc.ledger.transcript.session(tip)
+    parent = svc.ledger.transcript.session(held or tip)
     with taking_as_recorded(parent.system_prompt):  # goes on as recorded
         branch = await svc.start_session(
             model=model,
             context_length=context_length or parent.context_length,
             system_prompt=parent.system_prompt,
             system_role=parent.system_role,
-            parent_session_id=tip,
+            parent_session_id=parent.session_id,
             reason="branch",
             title=svc.ledger.chains.lineage(root).title,
         )
-    if not parent.ended:
+    if not svc.ledger.transcript.session(tip).ended:
         await svc.end_session(tip, "branched")
     return branch

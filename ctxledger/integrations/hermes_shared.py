@@ -77,6 +77,17 @@ class Shared:
         else:
             self.refused.pop(session, None)
 
+    def attempts_renewed(self, session: str | None) -> None:
+        """Hermes's ``update_model`` with no size refusal pending: a fallback activation
+        (hermes-agent 0.19.0 zeroes its turn's compression attempts with it: a refusal
+        after it is answered by compacting again; not the one for empty replies, which the
+        engine does not pass on: ``hermes_host.empty_reply_fallback``), a model switch,
+        an agent's set-up. The windows Hermes cuts after a size refusal (the one the
+        provider stated, the long-context tier) come while it is pending, and renew
+        nothing, as in Hermes."""
+        if session and session not in self.refused:
+            self._turns.pop(session, None)
+
     def request_started(self, **hook: Any) -> None:
         """Hermes's ``pre_api_request`` plugin hook: a refusal before this request was
         answered, or will not be."""

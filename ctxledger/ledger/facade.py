@@ -345,7 +345,7 @@ class Ledger:
         """The view of a session that can still be written to; SessionEndedError names its tip."""
         view = self.transcript.session(session_id)
         if view.ended:
-            tip = self.chains.tip(session_id)
+            tip = self.chains.live_end(session_id)
             hint = f"; its live continuation is {tip!r}" if tip != session_id else ""
             raise SessionEndedError(f"session {session_id!r} has ended ({view.end_reason}){hint}")
         return view

@@ -106,6 +106,29 @@ class ChainsProjection:
         *_, last = self._forward(session_id)
         return last
 
+    def live_end(self, session_id: str) -> str:
+        """Where the conversation holding `session_id` goes on: its chain's tip, or, when
+        that tip ended ``branched``, the tip of the chain's latest branch (started from
+        any of its sessions), followed the same way (capped). For the error a write to an
+        ended session raises: a branch is a chain of its own, which ``tip`` never finds."""
+        tip, seen = self.tip(session_id), set()
+        for _ in range(MAX_CHAIN):
+            node = self.state.sessions.get(tip)
+            if node is None or node.end_reason != "branched" or tip in seen:
+                return tip
+            seen.add(tip)
+            sessions = self.state.sessions
+            branches = [
+                sessions[c]
+                for s in self.chain(tip)
+                for c in sessions[s].children
+                if c in sessions and sessions[c].reason == "branch"
+            ]
+            if not branches:
+                return tip
+            tip = self.tip(max(branches, key=lambda b: b.started_seq).session_id)
+        return tip
+
     def root(self, session_id: str) -> str:
         """Walk back through compression parents to the chain's first session."""
         node = self.lineage(session_id)

@@ -44,7 +44,6 @@ from ctxledger.events import (
 )
 from ctxledger.ledger.compaction import CompactionOutcome, abort_feedback, abort_record
 from ctxledger.ledger.prompt import set_system_prompt
-from ctxledger.limits import check_token_count
 from ctxledger.runtime.engine import ContextEngine
 from ctxledger.runtime.lease import chain_lease
 from ctxledger.runtime.overflow import (
@@ -54,13 +53,14 @@ from ctxledger.runtime.overflow import (
     made_progress,
     recovery_action,
 )
-from ctxledger.runtime.pressure import hygiene_should_compress, pressure_check
+from ctxledger.runtime.pressure import HygieneDecision, hygiene_should_compress, pressure_check
 from ctxledger.runtime.service_core import RACE_RETRIES, ServiceCore
 from ctxledger.runtime.service_io import (
     Recovery,
     TurnResult,
     check_error_report,
     focus_topic,
+    host_size,
     is_int,
 )
 
@@ -216,22 +216,27 @@ class ContextService(ServiceCore):
         """Gateway safety net before the agent runs: 85 % of the window or the hard message limit,
         with at least ``hygiene_min_messages``; the last real prompt count is preferred."""
         sid = self._live_tip(session_id)
-        view = self.ledger.transcript.session(sid)
         real = self.ledger.usage(sid).last_prompt_tokens
-        decision = hygiene_should_compress(
-            messages_count=len(view.live),
-            real_prompt_tokens=real,
-            estimated_tokens=0 if real else self._estimate(sid),
-            context_length=view.context_length,
-            limit_tokens=self.config.hygiene_threshold_tokens(view.context_length),
-            min_messages=self.config.hygiene_min_messages,
-            hard_message_limit=self.config.hygiene_hard_message_limit,
-        )
+        decision = self._hygiene_due(sid, real, 0 if real else self._estimate(sid))
         if not decision.should_compress:
             return TurnResult(session_id=sid)
         source = f"{decision.source}: {decision.reason}"
         return await self._auto_compress(
             sid, "hygiene", decision.tokens_used, source, size_decided=True
+        )
+
+    def _hygiene_due(
+        self, sid: str, real: int | None, estimated: int, hard_limit: int | None = None
+    ) -> HygieneDecision:
+        view = self.ledger.transcript.session(sid)
+        return hygiene_should_compress(
+            messages_count=len(view.live),
+            real_prompt_tokens=real,
+            estimated_tokens=max(0, estimated),  # (a what-if's host size may be below 0)
+            context_length=view.context_length,
+            limit_tokens=self.config.hygiene_threshold_tokens(view.context_length),
+            min_messages=self.config.hygiene_min_messages,
+            hard_message_limit=hard_limit or self.config.hygiene_hard_message_limit,
         )
 
     def _estimate(self, sid: str) -> int:
@@ -259,16 +264,18 @@ class ContextService(ServiceCore):
         focus: str | None = None,
         agent: str | None = None,
         refused: bool = False,
+        hygiene: bool = False,
+        hard_limit: int | None = None,
     ) -> TurnResult:
-        """A compaction a host decided on its own, before a model call (Hermes's context
-        engine asked with ``compress(force=False)``: its preflight, its overflow retries,
-        its gateway's hygiene): recorded as what it is, trigger ``preflight``, the plan
-        not forced and the guards (cooldown, anti-thrash) applying, as for every
-        automatic compaction; ``compress`` is the one the user asked for.
+        """A compaction a host decided on its own (Hermes's ``compress(force=False)``):
+        trigger ``preflight``, the plan not forced, the guards (cooldown, anti-thrash)
+        applying as for every automatic compaction (``compress``: the user asked).
 
-        `refused`: the host compacts because its provider refused the request (a
-        context-length error: Hermes's overflow retries), trigger ``overflow``; the
-        size is not judged, in a what-if either (the provider decided, not the threshold).
+        `refused`: its provider refused the request for its size (Hermes's overflow
+        retries): trigger ``overflow``, the size not judged, in a what-if either.
+        `hygiene`: its safety net before a turn (Hermes's gateway hygiene): trigger
+        ``hygiene``; a what-if judges its size by :meth:`hygiene`'s rule, as the host did,
+        with the host's message limit `hard_limit` if given (``details["hard_limit"]``).
 
         `tokens`: the request size the host measured (default: this ledger's estimate);
         it decided, so the size is not judged again. The ledger's own estimate of the
@@ -277,10 +284,8 @@ class ContextService(ServiceCore):
         difference, which a what-if replays (:mod:`ctxledger.analysis.history`).
 
         `beyond` (a what-if replaying such a decision): the host's size is this ledger's
-        estimate plus `beyond`, and is judged against the threshold as the host judged
-        it; below, nothing is recorded.
-
-        `agent`: the host agent deciding (recorded as ``details["agent"]``). Its passes'
+        estimate plus `beyond`, judged against the threshold as the host judged it;
+        below, nothing is recorded. `agent`: the host agent deciding (recorded as ``details["agent"]``). Its passes'
         anti-thrash strikes are its own, as a host's in-memory count is: another
         agent's ask neither uses nor clears them, and a name opts out of the chain's
         shared strikes (unnamed and the ledger's own passes, which still hold unnamed
@@ -290,18 +295,22 @@ class ContextService(ServiceCore):
         hygiene), which the host never ran, strike the shared slot and can hold the
         replayed ask; name the agent for an exact what-if."""
         focus = focus_topic(focus)
-        tokens = _host_size(agent, tokens, beyond)
+        tokens = host_size(agent, tokens, beyond, refused, hygiene, hard_limit)
         sid = self._live_tip(session_id)
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens
         host: dict[str, Any] = {"decided_by": "host", "force": False, "estimate": estimate}
-        host |= {} if agent is None else {"agent": agent}
+        host |= {"agent": agent, "hard_limit": hard_limit}  # (None: left out)
+        host = {k: v for k, v in host.items() if v is not None}
+        due = not hygiene or beyond is None  # (a what-if: judged by the hygiene rule)
+        if not (due or self._hygiene_due(sid, None, measured or 0, hard_limit).should_compress):
+            return TurnResult(session_id=sid)
         return await self._auto_compress(
             sid,
-            "overflow" if refused else "preflight",
+            "overflow" if refused else "hygiene" if hygiene else "preflight",
             estimate if measured is None else measured,
             source,
-            size_decided=beyond is None or refused,
+            size_decided=beyond is None or refused or hygiene,
             focus=focus,
             host=host,
         )
@@ -572,18 +581,6 @@ class ContextService(ServiceCore):
     ) -> None:
         self._overflow.pop(root, None)
         self._skip_overflow(sid, f"overflow recovery gave up: {exc}", facts)
-
-
-def _host_size(agent: str | None, tokens: int | None, beyond: int | None) -> int | None:
-    """:meth:`ContextService.host_compress`'s arguments checked; the size the host
-    measured (`tokens`) as the ledger takes it."""
-    if agent is not None and (not isinstance(agent, str) or not agent):
-        raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
-    if tokens is not None:
-        tokens = check_token_count(tokens, "tokens")
-    if beyond is not None and not is_int(beyond):
-        raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
-    return tokens
 
 
 __all__ = ["ContextEngine", "ContextService", "Recovery", "TurnResult"]

@@ -201,9 +201,10 @@ class ServiceCore:
         sid = self.tip(session_id)
         view = self.ledger.transcript.session(sid)
         if view.ended:
-            raise SessionEndedError(
-                f"session {sid!r} has ended ({view.end_reason}); start a new session"
-            )
+            goes_on = self.ledger.chains.live_end(sid)  # (a branch goes on from it)
+            live = not self.ledger.transcript.session(goes_on).ended
+            then = f"its live continuation is {goes_on!r}" if live else "start a new session"
+            raise SessionEndedError(f"session {sid!r} has ended ({view.end_reason}); {then}")
         return sid
 
     def _lock(self, session_id: str) -> anyio.Lock:

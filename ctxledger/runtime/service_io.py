@@ -14,7 +14,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
-from ctxledger.limits import MAX_FOCUS_CHARS, check_name, replaying
+from ctxledger.limits import MAX_FOCUS_CHARS, check_name, check_token_count, replaying
 from ctxledger.messages import CallIdRepair, check_new_messages
 
 
@@ -47,6 +47,29 @@ class Recovery(msgspec.Struct, frozen=True, kw_only=True):
 
 def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def host_size(
+    agent: str | None,
+    tokens: int | None,
+    beyond: int | None,
+    refused: bool,
+    hygiene: bool,
+    hard_limit: int | None = None,
+) -> int | None:
+    """``ContextService.host_compress``'s arguments checked; the size the host measured
+    (`tokens`) as the ledger takes it."""
+    if hard_limit is not None and not (hygiene and is_int(hard_limit) and hard_limit > 0):
+        raise InvalidInput(f"hard_limit is a hygiene's positive message count, got {hard_limit!r}")
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
+    if tokens is not None:
+        tokens = check_token_count(tokens, "tokens")
+    if beyond is not None and not is_int(beyond):
+        raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
+    if refused and hygiene:
+        raise InvalidInput("a host's hygiene compaction answers no refusal (refused and hygiene)")
+    return tokens
 
 
 def check_new_batch(messages: list[Any]) -> None:
@@ -120,6 +143,7 @@ __all__ = [
     "append_notices",
     "check_error_report",
     "focus_topic",
+    "host_size",
     "is_int",
     "json_safe",
 ]

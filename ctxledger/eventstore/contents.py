@@ -68,6 +68,8 @@ class SharedContents:
         self.hits = 0
         #: appends that reused a known ref instead of hashing the text
         self.reused = 0
+        #: ref -> the store its text was first read from (its derived values are asked there)
+        self._sources: dict[str, object] = {}
 
     def text(self, ref: str, get_blob: Callable[[str], bytes]) -> str:
         """The text stored under `ref`: remembered, or read with `get_blob` (and remembered
@@ -83,7 +85,15 @@ class SharedContents:
             self._texts[ref] = text
             self._refs[id(text)] = ref
             self._data[ref] = data
+            self._sources[ref] = getattr(get_blob, "__self__", None)  # (a store's get_blob)
         return text
+
+    def derived(self, ref: str, kind: str, version: str) -> bytes | None:
+        """A derived value of checked content `ref` stored in the store it was read from
+        (``get_derived``), or None: none stored, or its source is not a store."""
+        get = getattr(self._sources.get(ref), "get_derived", None)
+        value = get(ref, kind, version) if callable(get) else None
+        return value if isinstance(value, bytes) else None
 
     def holds(self, ref: str, text: str) -> bool:
         """Whether `text` is the (checked) text this run keeps for `ref`."""

@@ -1,0 +1,53 @@
+"""Derived values: data computed from a message's content, kept to save the work.
+
+A side table (SQLite migration ``0003_derived_values``, PostgreSQL
+``0007_derived_values``) of ``(ref, kind, version) -> value``: ``ref`` is a message
+content's blob ref (sha256 of its UTF-8), ``kind`` what was computed (``facts/…``), and
+``version`` everything the value depends on besides the content (for facts: the
+extraction code's fingerprint, see :mod:`ctxledger.compressor.factstore`). Like a
+checkpoint, a value is not an event: it is outside the hash chain, ``verify`` does not
+read it, a copy (``ctxledger migrate``) leaves it behind, and a value that is missing, of
+another version or damaged is recomputed as if the table were empty. Reads never write.
+
+A mixin of :class:`~ctxledger.eventstore.sqlite.SQLiteEventStore`; the PostgreSQL one is
+:mod:`ctxledger.eventstore.postgres_derived`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+__all__ = ["GET_DERIVED", "PUT_DERIVED", "SQLiteDerived"]
+
+GET_DERIVED = "SELECT value FROM derived WHERE ref = ? AND kind = ? AND version = ?"
+PUT_DERIVED = "INSERT OR REPLACE INTO derived (ref, kind, version, value) VALUES (?, ?, ?, ?)"
+
+
+class SQLiteDerived:
+    """``get_derived`` / ``put_derived`` of the SQLite store (its ``_conn``, ``_lock``,
+    ``_errors``, ``_writing``)."""
+
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+    _errors: Callable[[str], AbstractContextManager[None]]
+    _writing: Callable[[], AbstractContextManager[None]]
+
+    def get_derived(self, ref: str, kind: str, version: str) -> bytes | None:
+        """The value stored under (ref, kind, version), or None (read-only). A ledger
+        opened read-only before migration 0003 has no table: None."""
+        with self._lock, self._errors("read a derived value"):
+            try:
+                row = self._conn.execute(GET_DERIVED, (ref, kind, version)).fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                return None
+        return bytes(row[0]) if row is not None else None
+
+    def put_derived(self, ref: str, kind: str, version: str, value: bytes) -> None:
+        """Store `value` under (ref, kind, version), replacing one there; one transaction."""
+        with self._lock, self._errors("store a derived value"), self._writing():
+            self._conn.execute(PUT_DERIVED, (ref, kind, version, value))

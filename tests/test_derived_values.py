@@ -1,0 +1,262 @@
+"""Session 39: a long message's facts stored at append time (derived values, issue 14).
+
+The stored facts must equal a fresh extraction, be written wherever a long message is
+appended (``Ledger.append``), be read by a what-if, and never be read once the code
+that extracted them changed (the version's fingerprint of the extractor's sources).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import grimp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger import OfflineSummarizer
+from ctxledger.analysis import factviews
+from ctxledger.analysis.whatif import whatif
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor import facts as facts_module
+from ctxledger.compressor import factstore
+from ctxledger.compressor.facts import extract_facts
+from ctxledger.errors import StoreError
+from ctxledger.events import sha256_hex
+from ctxledger.eventstore import SQLiteEventStore
+from ctxledger.eventstore.contents import sharing_contents
+from ctxledger.ledger import Ledger
+from ctxledger.ledger.derived import store_derived
+
+_LONG = factstore.STORED_MIN_CHARS
+
+
+def _long_text(tail: str = "") -> str:
+    line = "the build failed in src/app/main.py: ValueError: bad input; run `make test`\n"
+    return (line * (_LONG // len(line) + 1)) + tail
+
+
+def _ledger(path: Path) -> tuple[Ledger, str]:
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), durability="normal")
+    sid = ledger.start_session(model="m", context_length=200_000, system_prompt="You code.")
+    return ledger, sid
+
+
+def _rows(path: Path) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT ref, kind, version FROM derived").fetchall()
+
+
+def _long_extractions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter of extractions of a message at least STORED_MIN_CHARS long."""
+    calls = [0]
+    real = facts_module._message_items
+
+    def counting(message: Any) -> Any:
+        content = message.get("content")
+        if isinstance(content, str) and len(content) >= _LONG:
+            calls[0] += 1
+        return real(message)
+
+    monkeypatch.setattr(facts_module, "_message_items", counting)
+    return calls
+
+
+# --------------------------------------------------------------------------- the version
+
+
+def test_the_fingerprint_covers_the_extractors_real_import_graph() -> None:
+    """The modules hashed are exactly the ones extraction imports (grimp, the import
+    linter's graph, including imports inside functions): none missed, none extra."""
+    graph = grimp.build_graph("ctxledger")
+    upstream = graph.find_upstream_modules(factstore.ROOT) | {factstore.ROOT}
+    assert set(factstore.imported_modules()) == upstream
+    assert "ctxledger.compressor.markers" in upstream  # (imported inside a function)
+
+
+def test_any_changed_source_byte_or_prompt_changes_the_fingerprint(tmp_path: Path) -> None:
+    real = Path(factstore.__file__).parents[2]
+    modules = factstore.imported_modules()
+    for name in modules:
+        source = factstore._source(real, name)
+        assert source is not None
+        target = tmp_path / source.relative_to(real)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    for folder in factstore.DATA_DIRS:
+        shutil.copytree(real / folder, tmp_path / folder)
+    first = factstore.fingerprint_of(modules, tmp_path)
+    assert first == factstore.fingerprint_of(modules, real) == factstore.fingerprint()
+    letters = tmp_path / "ctxledger/compressor/factletters.py"
+    letters.write_text(letters.read_text("utf-8") + "\n", "utf-8")
+    second = factstore.fingerprint_of(modules, tmp_path)
+    prompt = next((tmp_path / factstore.DATA_DIRS[0]).iterdir())
+    prompt.write_text(prompt.read_text("utf-8") + ".", "utf-8")
+    assert len({first, second, factstore.fingerprint_of(modules, tmp_path)}) == 3
+
+
+# --------------------------------------------------------------------------- the value
+
+_PIECES = st.sampled_from(
+    [
+        "src/app/main.py",
+        "C:\\work\\x.log",
+        "ValueError: bad input",
+        "exit code 2",
+        "https://example.com/a?b=1",
+        "`make test`",
+        "```py\nx = 1\n```",
+        "you must keep tests green",
+        "do not touch api/",
+        "v1.2.3",
+        "é",
+        "\n",
+        " ",
+        "--",
+    ]
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pieces=st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=30),
+    role=st.sampled_from(["user", "assistant", "tool", "system"]),
+)
+def test_facts_read_from_the_store_equal_a_fresh_extraction(pieces: list[str], role: str) -> None:
+    message = {"role": role, "content": "".join(pieces)}
+    store = SQLiteEventStore(":memory:")
+    try:
+        ref = sha256_hex(message["content"].encode("utf-8", "surrogatepass"))
+        kind, version = factstore.facts_kind(message), factstore.facts_version()
+        store.put_derived(ref, kind, version, factstore.computed_value(message))
+        assert factstore.read_facts(message, ref, store.get_derived) == extract_facts([message])
+        other = {**message, "name": "x"}  # another rest of the message: another kind
+        assert factstore.read_facts(other, ref, store.get_derived) is None
+    finally:
+        store.close()
+
+
+def test_a_damaged_value_is_not_read() -> None:
+    assert factstore.decode_facts(b"\xc1 not msgpack", {"role": "user"}) is None
+    assert factstore.decode_facts(b"\x91\x01", {"role": "user"}) is None
+
+
+# --------------------------------------------------------------------------- write and read
+
+
+def test_appending_a_long_message_stores_its_facts_a_short_one_nothing(tmp_path: Path) -> None:
+    ledger, sid = _ledger(tmp_path / "l.db")
+    ledger.append_messages(sid, [{"role": "user", "content": "short " * 1000}])
+    assert _rows(tmp_path / "l.db") == []
+    message = {"role": "user", "content": _long_text()}
+    ledger.append_messages(sid, [message])
+    ref = sha256_hex(message["content"].encode("utf-8"))
+    expected = (ref, factstore.facts_kind(message), factstore.facts_version())
+    assert _rows(tmp_path / "l.db") == [expected]
+    value = ledger.store.get_derived(*expected)
+    assert value is not None and factstore.decode_facts(value, message) == extract_facts([message])
+    ledger.append_messages(sid, [dict(message)])  # the same content again: kept, not redone
+    assert _rows(tmp_path / "l.db") == [expected]
+    ledger.close()
+
+
+def test_a_failed_store_of_the_value_leaves_the_append_standing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, sid = _ledger(tmp_path / "l.db")
+
+    def refuse(*_: object) -> None:
+        raise StoreError("disk full")
+
+    monkeypatch.setattr(ledger.store, "put_derived", refuse)
+    ledger.append_messages(sid, [{"role": "user", "content": _long_text()}])
+    assert ledger.version(sid) == 3 and _rows(tmp_path / "l.db") == []
+    assert store_derived(ledger.store, []) == 0
+    ledger.close()
+
+
+def _read_back_facts(path: Path, sid: str) -> list[Any]:
+    """The facts of each message of `sid`, read as a what-if reads them (a fresh cache,
+    contents shared with the ledger they were read from)."""
+    factviews.FACTS.clear()
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), existing=True)
+    try:
+        with sharing_contents():
+            history = [r.event for r in ledger.store.read_session(sid)]
+            messages = [e.message for e in history if type(e).__name__ == "MessageAppended"]
+            return [factviews.FACTS.facts(m) for m in messages]
+    finally:
+        ledger.close()
+        factviews.FACTS.clear()
+
+
+def test_stored_facts_are_read_and_a_changed_fingerprint_recomputes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "l.db"
+    ledger, sid = _ledger(path)
+    long_message = {"role": "user", "content": _long_text("see docs/readme.md")}
+    ledger.append_messages(sid, [{"role": "user", "content": "hi"}, long_message])
+    ledger.close()
+    expected = [extract_facts([{"role": "user", "content": "hi"}]), extract_facts([long_message])]
+    calls = _long_extractions(monkeypatch)
+    assert _read_back_facts(path, sid) == expected and calls == [0]  # read, not extracted
+    monkeypatch.setattr(factstore, "fingerprint", lambda: "another extractor")
+    assert _read_back_facts(path, sid) == expected and calls == [1]  # stale: recomputed
+    monkeypatch.undo()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE derived SET value = x'c1'")
+    calls = _long_extractions(monkeypatch)
+    assert _read_back_facts(path, sid) == expected and calls == [1]  # damaged: recomputed
+
+
+def _whatif_report(path: Path, sid: str) -> str:
+    factviews.FACTS.clear()
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), existing=True)
+    try:
+        return repr(whatif(ledger, sid, summarizer=OfflineSummarizer()))
+    finally:
+        ledger.close()
+
+
+def test_a_whatif_reads_the_stored_facts_and_reports_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "l.db"
+    ledger, sid = _ledger(path)
+    turns = [
+        {"role": "user", "content": _long_text("fix src/app/main.py")},
+        {"role": "assistant", "content": "Looking at src/app/main.py now."},
+    ]
+    ledger.append_messages(sid, turns * 2)
+    ledger.close()
+    calls = _long_extractions(monkeypatch)
+    stored = _whatif_report(path, sid)
+    assert calls == [0]  # the value was read (and copied into the scratch ledger)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM derived")
+    assert _whatif_report(path, sid) == stored and calls[0] >= 1
+
+
+def test_a_ledger_without_the_table_opens_read_only_and_computes(tmp_path: Path) -> None:
+    """A ledger written before migration 0003, opened read-only (it cannot be migrated
+    there): opened, its values absent, its facts computed."""
+    path = tmp_path / "old.db"
+    ledger, sid = _ledger(path)
+    ledger.append_messages(sid, [{"role": "user", "content": _long_text()}])
+    ledger.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE derived")
+        conn.execute("DELETE FROM _migrations WHERE name = '0003_derived_values'")
+    store = SQLiteEventStore(path, read_only=True)
+    try:
+        assert store.get_derived("ab" * 32, "facts/x", "v") is None
+        assert store.verify().ok
+    finally:
+        store.close()
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), existing=True)
+    assert _rows(path) == []  # migrated on a writable open; nothing computed by reading
+    ledger.close()

@@ -9,27 +9,34 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import grimp
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger import OfflineSummarizer
+from ctxledger import OfflineSummarizer, compact, tokens
 from ctxledger.analysis import factviews
 from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor import facts as facts_module
 from ctxledger.compressor import factstore
 from ctxledger.compressor.facts import extract_facts
+from ctxledger.compressor.markers import merge_lead
 from ctxledger.errors import StoreError
 from ctxledger.events import sha256_hex
-from ctxledger.eventstore import SQLiteEventStore
+from ctxledger.eventstore import SQLiteEventStore, fingerprints
 from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.ledger import Ledger
 from ctxledger.ledger.derived import store_derived
+from ctxledger.tokens import DEFAULT_ENCODING, count_text
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+import pathological_bench as bench
 
 _LONG = factstore.STORED_MIN_CHARS
 
@@ -73,29 +80,32 @@ def test_the_fingerprint_covers_the_extractors_real_import_graph() -> None:
     linter's graph, including imports inside functions): none missed, none extra."""
     graph = grimp.build_graph("ctxledger")
     upstream = graph.find_upstream_modules(factstore.ROOT) | {factstore.ROOT}
-    assert set(factstore.imported_modules()) == upstream
+    assert set(factstore.imported_modules(factstore.ROOT)) == upstream
     assert "ctxledger.compressor.markers" in upstream  # (imported inside a function)
+    tokens = graph.find_upstream_modules("ctxledger.tokens") | {"ctxledger.tokens"}
+    assert set(fingerprints.imported_modules("ctxledger.tokens")) == tokens
 
 
 def test_any_changed_source_byte_or_prompt_changes_the_fingerprint(tmp_path: Path) -> None:
     real = Path(factstore.__file__).parents[2]
-    modules = factstore.imported_modules()
+    modules = factstore.imported_modules(factstore.ROOT)
     for name in modules:
-        source = factstore._source(real, name)
+        source = fingerprints.source_of(real, name)
         assert source is not None
         target = tmp_path / source.relative_to(real)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
     for folder in factstore.DATA_DIRS:
         shutil.copytree(real / folder, tmp_path / folder)
-    first = factstore.fingerprint_of(modules, tmp_path)
-    assert first == factstore.fingerprint_of(modules, real) == factstore.fingerprint()
+    dirs = factstore.DATA_DIRS
+    first = fingerprints.fingerprint_of(modules, tmp_path, dirs)
+    assert first == fingerprints.fingerprint_of(modules, real, dirs) == factstore.fingerprint()
     letters = tmp_path / "ctxledger/compressor/factletters.py"
     letters.write_text(letters.read_text("utf-8") + "\n", "utf-8")
-    second = factstore.fingerprint_of(modules, tmp_path)
+    second = fingerprints.fingerprint_of(modules, tmp_path, dirs)
     prompt = next((tmp_path / factstore.DATA_DIRS[0]).iterdir())
     prompt.write_text(prompt.read_text("utf-8") + ".", "utf-8")
-    assert len({first, second, factstore.fingerprint_of(modules, tmp_path)}) == 3
+    assert len({first, second, fingerprints.fingerprint_of(modules, tmp_path, dirs)}) == 3
 
 
 # --------------------------------------------------------------------------- the value
@@ -155,11 +165,19 @@ def test_appending_a_long_message_stores_its_facts_a_short_one_nothing(tmp_path:
     ledger.append_messages(sid, [message])
     ref = sha256_hex(message["content"].encode("utf-8"))
     expected = (ref, factstore.facts_kind(message), factstore.facts_version())
-    assert _rows(tmp_path / "l.db") == [expected]
+    counted = (ref, "count-after/" + DEFAULT_ENCODING, fingerprints.count_after_version())
+    assert sorted(_rows(tmp_path / "l.db")) == sorted([expected, counted])
     value = ledger.store.get_derived(*expected)
     assert value is not None and factstore.decode_facts(value, message) == extract_facts([message])
+    lead = merge_lead()[: merge_lead().index(" a ") + 2]
+    assert fingerprints.decode_count_after(ledger.store.get_derived(*counted)) == (
+        lead,
+        count_text(message["content"] + lead),
+    )
     ledger.append_messages(sid, [dict(message)])  # the same content again: kept, not redone
-    assert _rows(tmp_path / "l.db") == [expected]
+    assert len(_rows(tmp_path / "l.db")) == 2
+    ledger.append_messages(sid, [{**message, "name": "n"}])  # another text than the content
+    assert len(_rows(tmp_path / "l.db")) == 3  # (its facts only)
     ledger.close()
 
 
@@ -259,4 +277,64 @@ def test_a_ledger_without_the_table_opens_read_only_and_computes(tmp_path: Path)
         store.close()
     ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), existing=True)
     assert _rows(path) == []  # migrated on a writable open; nothing computed by reading
+    ledger.close()
+
+
+# --------------------------------------------------------------------------- the merged count
+
+_TEXT = st.text(alphabet=st.sampled_from(list("ab Z`~-.\n\t9é字'")), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    base=_TEXT.filter(bool),
+    extension=st.one_of(st.just("\n\n--- a"), _TEXT.map(lambda t: t + "a")),
+    suffix=_TEXT,
+)
+def test_a_stored_merged_count_counts_exactly(base: str, extension: str, suffix: str) -> None:
+    """count_text_after from a remembered ``count(base + extension)`` equals a fresh
+    count of any text extending ``base``: used only where a cut falls, else not used."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokens, "_LONG_TEXT", 1)
+        with tokens.knowing_counts():
+            counted = count_text(base + extension)
+            tokens.remember_count_after(base, DEFAULT_ENCODING, extension, counted)
+            for text in (base + extension + suffix, base + suffix):
+                assert tokens.count_text_after(text, base) == count_text(text)
+
+
+def test_a_whatif_reads_the_stored_merged_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bench's message of two backtick runs has no cut near its end: without the
+    stored count, each summary merged after it makes a cold what-if tokenize it again."""
+    ledger, sid = bench._ledger(str(tmp_path), "l.db", bench.session("fence_runs", 0))
+    anyio.run(compact, ledger, sid, OfflineSummarizer())
+    long_counts = [0]
+    real = tokens._encoding
+
+    def counting(name: str) -> Any:
+        enc = real(name)
+
+        class Spy:
+            _pat_str = enc._pat_str
+
+            def encode_ordinary(self, text: str) -> list[int]:
+                long_counts[0] += len(text) >= _LONG
+                return enc.encode_ordinary(text)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(enc, name)
+
+        return Spy()
+
+    def cold_whatif() -> str:
+        bench._cold()
+        return repr(whatif(ledger, sid, summarizer=OfflineSummarizer()))
+
+    monkeypatch.setattr(tokens, "_encoding", counting)
+    stored = cold_whatif()
+    assert long_counts == [0]
+    ledger.store._conn.execute("DELETE FROM derived WHERE kind LIKE 'count-after/%'")
+    assert cold_whatif() == stored and long_counts[0] >= 1
     ledger.close()

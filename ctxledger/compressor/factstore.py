@@ -9,8 +9,8 @@ event, not in the hash chain, like a checkpoint), keyed by
 - the content's blob ref (sha256 of its UTF-8) and a digest of the rest of the message
   (its role, tool calls, ...), which is the ``kind``: ``facts/<digest>``;
 - a ``version``: :data:`ENCODING` and :func:`fingerprint`, a digest of the source bytes of
-  every ctxledger module extraction imports (found by reading their import statements
-  from :data:`ROOT`, never a hand-kept list), of the prompt files the summary markers
+  every ctxledger module extraction imports (from :data:`ROOT`, never a hand-kept list:
+  :mod:`ctxledger.eventstore.fingerprints`), of the prompt files the summary markers
   read, and of the Python version and Unicode database. Any change to any of them gives
   another version, so a value stored by other extraction code is never read (it is
   simply not found, and the facts are computed as before).
@@ -22,18 +22,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
-import sys
-import unicodedata
 from collections.abc import Callable, Mapping
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ctxledger.compressor.factmatch import Fact
 from ctxledger.compressor.facts import extract_facts
+from ctxledger.eventstore.fingerprints import fingerprint_of, imported_modules, package_root
 
 #: a string content at least this long has its facts stored when appended: ~8 ms of
 #: extraction (~30 ms per MB), where a cold what-if's own work (~125 ms for 200 messages)
@@ -46,70 +42,16 @@ ROOT = "ctxledger.compressor.facts"
 #: data files read by modules of the graph (the summary markers' prompt texts)
 DATA_DIRS = ("ctxledger/compressor/prompts",)
 
-_IMPORT = re.compile(
-    r"^[ \t]*(?:from[ \t]+(ctxledger[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
-    r"|import[ \t]+(ctxledger[\w.]*))",
-    re.MULTILINE,
-)
-_NAME = re.compile(r"\b(\w+)\b(?:\s+as\s+\w+)?")
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _VALUE = msgspec.msgpack.Encoder()
 _DECODE = msgspec.msgpack.Decoder(list[tuple[str, str, str]])
 
 
-def _package_root() -> Path:
-    return Path(str(resources.files("ctxledger"))).parent
-
-
-def _source(root: Path, module: str) -> Path | None:
-    base = root.joinpath(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def imported_modules(module: str = ROOT, root: Path | None = None) -> list[str]:
-    """`module` and every ctxledger module it imports, directly or not (also inside
-    functions), read from their import statements; sorted."""
-    base = _package_root() if root is None else root
-    seen: set[str] = set()
-    todo = [module]
-    while todo:
-        name = todo.pop()
-        path = _source(base, name)
-        if name in seen or path is None:
-            continue
-        seen.add(name)
-        for found in _IMPORT.finditer(path.read_text("utf-8")):
-            target = found.group(1) or found.group(3)
-            names = _NAME.findall(found.group(2) or "")
-            subs = [f"{target}.{n}" for n in names if _source(base, f"{target}.{n}") is not None]
-            todo.extend(subs)
-            if len(subs) < len(names) or not names:  # (a name the module itself defines)
-                todo.append(target)
-    return sorted(seen)
-
-
-def fingerprint_of(modules: list[str], root: Path) -> str:
-    """A digest of the sources of `modules`, the files under :data:`DATA_DIRS`, and the
-    Python version and Unicode database (casefolding and letter classes come from them)."""
-    digest = hashlib.sha256(f"{sys.version_info[:2]}|{unicodedata.unidata_version}".encode())
-    paths = [p for m in modules if (p := _source(root, m)) is not None]
-    for folder in DATA_DIRS:
-        paths.extend(sorted(p for p in (root / folder).rglob("*") if p.is_file()))
-    for path in paths:
-        data = path.read_bytes()
-        digest.update(f"\0{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()[:32]
-
-
 @functools.cache
 def fingerprint() -> str:
     """:func:`fingerprint_of` the extraction's modules, computed once per process."""
-    root = _package_root()
-    return fingerprint_of(imported_modules(ROOT, root), root)
+    root = package_root()
+    return fingerprint_of(imported_modules(ROOT, root), root, DATA_DIRS)
 
 
 def facts_version() -> str:

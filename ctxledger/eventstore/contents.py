@@ -38,7 +38,17 @@ from ctxledger.events import (
     hydrate_text,
     sha256_hex,
 )
-from ctxledger.tokens import knowing_counts, remember_count
+from ctxledger.eventstore.fingerprints import (
+    count_after_kind,
+    count_after_version,
+    decode_count_after,
+)
+from ctxledger.tokens import (
+    knowing_counts,
+    knows_count_after,
+    remember_count,
+    remember_count_after,
+)
 
 __all__ = [
     "SharedContents",
@@ -177,7 +187,21 @@ def hydrate_shared(
     whole = hydrate_text(event, text)
     if sealed is not None and shared.holds(ref, text):
         remember_count(whole.message, whole.encoding, whole.tokens, sealed)
+        _remember_after(shared, ref, text, whole)
     return whole
+
+
+def _remember_after(shared: SharedContents, ref: str, text: str, event: MessageAppended) -> None:
+    """The merged count the ledger stored for a long content alone in its message (see
+    :func:`ctxledger.tokens.remember_count_after`), asked once per run and encoding."""
+    encoding = event.encoding
+    if not event.message.keys() <= {"role", "content"} or knows_count_after(text, encoding):
+        return
+    found = decode_count_after(
+        shared.derived(ref, count_after_kind(encoding), count_after_version())
+    )
+    if found is not None:
+        remember_count_after(text, encoding, *found)
 
 
 def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, bytes]]:

@@ -5,7 +5,9 @@ writes a ledger (the CLI's ``import``, the proxy, the service, the integrations,
 what-if's replay), so it calls :func:`store_derived` once the append committed: a
 message whose string content is at least
 :data:`~ctxledger.compressor.factstore.STORED_MIN_CHARS` long gets its facts stored
-(:mod:`ctxledger.compressor.factstore`). Written right after the append's transaction,
+(:mod:`ctxledger.compressor.factstore`), and when it is the message's only text, the
+count of the content followed by the merge lead's start (what a summary merged after
+it is counted from, :func:`ctxledger.tokens.remember_count_after`). Written right after the append's transaction,
 not in it: a crash between the two loses only the value (it is computed when read, as
 for a ledger written before session 39), and a failure to store it is dropped for the
 same reason. A replay re-appending a content it read from another ledger (inside
@@ -16,8 +18,7 @@ it has one and computes nothing: a what-if must not pay the extraction it saves.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from ctxledger.compressor.factstore import (
     computed_value,
@@ -25,10 +26,17 @@ from ctxledger.compressor.factstore import (
     facts_version,
     stored_content,
 )
+from ctxledger.compressor.markers import merge_lead
 from ctxledger.errors import StoreError
 from ctxledger.events import MessageAppended, sha256_hex
 from ctxledger.eventstore.base import AppendRequest, EventStore
 from ctxledger.eventstore.contents import shared_contents
+from ctxledger.eventstore.fingerprints import (
+    count_after_kind,
+    count_after_version,
+    encode_count_after,
+)
+from ctxledger.tokens import count_text_after, cuts_apply, first_cut
 
 __all__ = ["store_derived"]
 
@@ -45,21 +53,44 @@ def store_derived(store: EventStore, requests: Sequence[AppendRequest]) -> int:
             if content is not None:
                 # a failure leaves the append standing; the value is computed when read
                 with contextlib.suppress(StoreError):
-                    written += _store_facts(store, event.message, content)
+                    written += _store_values(store, event, content)
     return written
 
 
-def _store_facts(store: EventStore, message: Mapping[str, Any], content: str) -> int:
-    kind, version = facts_kind(message), facts_version()
+def _store_values(store: EventStore, event: MessageAppended, content: str) -> int:
+    message, encoding = event.message, event.encoding
     shared = shared_contents()
     ref = shared.checked_ref(content) if shared is not None else None
     if ref is None:
         ref, shared = sha256_hex(content.encode("utf-8")), None
-    if store.get_derived(ref, kind, version) is not None:
-        return 0  # (the same content appended again)
-    # a replay copies the value of the ledger it read the content from (or none)
-    value = shared.derived(ref, kind, version) if shared is not None else computed_value(message)
-    if value is None:
-        return 0
-    store.put_derived(ref, kind, version, value)
-    return 1
+    values: list[tuple[str, str, Callable[[], bytes | None]]] = [
+        (facts_kind(message), facts_version(), lambda: computed_value(message))
+    ]
+    if message.keys() <= {"role", "content"} and cuts_apply(encoding):
+        kind = count_after_kind(encoding)
+        values.append((kind, count_after_version(), lambda: _count_after(content, encoding)))
+    written = 0
+    for kind, version, compute in values:
+        if store.get_derived(ref, kind, version) is not None:
+            continue  # (the same content appended again)
+        # a replay copies the value of the ledger it read the content from (or none)
+        value = shared.derived(ref, kind, version) if shared is not None else compute()
+        if value is not None:
+            store.put_derived(ref, kind, version, value)
+            written += 1
+    return written
+
+
+def _count_after(content: str, encoding: str) -> bytes | None:
+    """The count of `content` followed by the merge lead up to its first cut (``\n\n---
+    a``): a summary merged after the content is then counted from there (the lead's
+    wording is in the value, and a text not extending it is counted as before)."""
+    lead = merge_lead()
+    cut = first_cut(lead)
+    if cut is None:
+        return None
+    extension = lead[:cut]
+    # from the content's count (just made by the append) and its last few KiB, when a cut
+    # falls there; else the whole text is tokenized (the cost moves here from the what-if)
+    count = count_text_after(content + extension, content, encoding)
+    return encode_count_after(extension, count)

@@ -338,3 +338,22 @@ def test_a_whatif_reads_the_stored_merged_count(
     ledger.store._conn.execute("DELETE FROM derived WHERE kind LIKE 'count-after/%'")
     assert cold_whatif() == stored and long_counts[0] >= 1
     ledger.close()
+
+
+def test_a_copy_of_a_checked_content_is_digested_without_hashing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A what-if's message piece is an equal copy of the content it read (cut out of the
+    merged message): its fact-cache digest is the blob's ref, found by comparing."""
+    data = _long_text().encode("utf-8")
+    ref = sha256_hex(data)
+    with sharing_contents() as shared:
+        text = shared.text(ref, lambda _: data)
+        copy = "".join(["", text[:10], text[10:]])
+        assert copy == text and copy is not text
+
+        def refuse(*_: object) -> None:
+            raise AssertionError("hashed")
+
+        monkeypatch.setattr(factviews.hashlib, "sha256", refuse)
+        assert factviews.content_digest(copy).hex() == ref

@@ -324,8 +324,12 @@ CUT_PATTERN = (
 
 
 def cuts_apply(encoding: str) -> bool:
-    """Whether `encoding`'s pre-tokenizer is the one :func:`_cut` is shown sound for."""
-    return getattr(_encoding(encoding), "_pat_str", None) == CUT_PATTERN
+    """Whether `encoding`'s pre-tokenizer is the one :func:`_cut` is shown sound for
+    (False for an encoding tiktoken does not know)."""
+    try:
+        return getattr(_encoding(encoding), "_pat_str", None) == CUT_PATTERN
+    except ValueError:
+        return False
 
 
 def first_cut(text: str) -> int | None:

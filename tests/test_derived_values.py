@@ -303,6 +303,11 @@ def test_a_stored_merged_count_counts_exactly(base: str, extension: str, suffix:
                 assert tokens.count_text_after(text, base) == count_text(text)
 
 
+def test_no_merged_count_for_an_encoding_without_the_cut_pattern() -> None:
+    assert tokens.cuts_apply(DEFAULT_ENCODING)
+    assert not tokens.cuts_apply("no-such-encoding")
+
+
 def test_a_whatif_reads_the_stored_merged_count(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -208,8 +208,8 @@ def content_digest(text: str) -> bytes:
     shared = shared_contents()
     ref = shared.checked_ref(text) if shared is not None else None
     if ref is None and shared is not None:  # an equal copy (a piece cut out of a merge):
-        found = shared.prefix_of(text, len(text))  # compared, not hashed (~1 ms vs ~10)
-        ref = found[0] if found is not None and found[1] == len(text) else None
+        equal = shared.prefix_of(text, len(text))  # compared, not hashed (~1 ms vs ~10)
+        ref = equal[0] if equal is not None and equal[1] == len(text) else None
     if ref is not None:  # read from a blob whose bytes hashed to its ref: that is the digest
         digest = bytes.fromhex(ref)
     else:

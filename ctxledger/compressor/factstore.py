@@ -29,12 +29,9 @@ import msgspec
 
 from ctxledger.compressor.factmatch import Fact
 from ctxledger.compressor.facts import extract_facts
+from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.eventstore.fingerprints import fingerprint_of, imported_modules, package_root
 
-#: a string content at least this long has its facts stored when appended: ~8 ms of
-#: extraction (~30 ms per MB), where a cold what-if's own work (~125 ms for 200 messages)
-#: starts to feel it, and a store lookup (~0.1 ms) and a few KB of facts cost nothing
-STORED_MIN_CHARS = 256 * 1024
 #: the stored value's layout (bump when :func:`encode_facts` changes)
 ENCODING = "facts-1"
 #: the module whose imports the fingerprint follows

@@ -38,6 +38,7 @@ from ctxledger.events import (
     hydrate_text,
     sha256_hex,
 )
+from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.eventstore.fingerprints import (
     count_after_kind,
     count_after_version,
@@ -195,7 +196,11 @@ def _remember_after(shared: SharedContents, ref: str, text: str, event: MessageA
     """The merged count the ledger stored for a long content alone in its message (see
     :func:`ctxledger.tokens.remember_count_after`), asked once per run and encoding."""
     encoding = event.encoding
-    if not event.message.keys() <= {"role", "content"} or knows_count_after(text, encoding):
+    if (
+        len(text) < STORED_MIN_CHARS
+        or not event.message.keys() <= {"role", "content"}
+        or knows_count_after(text, encoding)
+    ):
         return
     found = decode_count_after(
         shared.derived(ref, count_after_kind(encoding), count_after_version())

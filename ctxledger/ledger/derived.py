@@ -4,7 +4,7 @@
 writes a ledger (the CLI's ``import``, the proxy, the service, the integrations, a
 what-if's replay), so it calls :func:`store_derived` once the append committed: a
 message whose string content is at least
-:data:`~ctxledger.compressor.factstore.STORED_MIN_CHARS` long gets its facts stored
+:data:`~ctxledger.eventstore.derived.STORED_MIN_CHARS` long gets its facts stored
 (:mod:`ctxledger.compressor.factstore`), and when it is the message's only text, the
 count of the content followed by the merge lead's start (what a summary merged after
 it is counted from, :func:`ctxledger.tokens.remember_count_after`). Written right after the append's transaction,

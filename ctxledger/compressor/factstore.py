@@ -20,8 +20,8 @@ Nothing here writes: :mod:`ctxledger.ledger.derived` stores values at append tim
 
 from __future__ import annotations
 
-import functools
 import hashlib
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,29 +30,34 @@ import msgspec
 from ctxledger.compressor.factmatch import Fact
 from ctxledger.compressor.facts import extract_facts
 from ctxledger.eventstore.derived import STORED_MIN_CHARS
-from ctxledger.eventstore.fingerprints import fingerprint_of, imported_modules, package_root
+from ctxledger.eventstore.fingerprints import CodeVersion
 
 #: the stored value's layout (bump when :func:`encode_facts` changes)
-ENCODING = "facts-1"
+ENCODING = "facts-2"
 #: the module whose imports the fingerprint follows
 ROOT = "ctxledger.compressor.facts"
 #: data files read by modules of the graph (the summary markers' prompt texts)
 DATA_DIRS = ("ctxledger/compressor/prompts",)
 
-_ENCODER = msgspec.json.Encoder(order="sorted")
+_ENCODER = msgspec.json.Encoder()
 _VALUE = msgspec.msgpack.Encoder()
 _DECODE = msgspec.msgpack.Decoder(list[tuple[str, str, str]])
 
 
-@functools.cache
-def fingerprint() -> str:
-    """:func:`fingerprint_of` the extraction's modules, computed once per process."""
-    root = package_root()
-    return fingerprint_of(imported_modules(ROOT, root), root, DATA_DIRS)
+#: the extraction code's fingerprint, taken when this module is imported (the code that
+#: runs: an upgrade or edit on disk afterwards makes it None, see CodeVersion)
+CODE = CodeVersion.take(ROOT, DATA_DIRS)
 
 
-def facts_version() -> str:
-    return f"{ENCODING}:{fingerprint()}"
+def fingerprint() -> str | None:
+    """:data:`CODE`'s digest, or None (no source to fingerprint, or one changed since)."""
+    return CODE.current()
+
+
+def facts_version() -> str | None:
+    """The facts' version, or None: then nothing is stored or read."""
+    found = fingerprint()
+    return f"{ENCODING}:{found}" if found is not None else None
 
 
 def facts_kind(message: Mapping[str, Any]) -> str:
@@ -71,17 +76,17 @@ def stored_content(message: Mapping[str, Any]) -> str | None:
 
 
 def encode_facts(facts: list[Fact]) -> bytes:
-    """The stored value: each fact's (kind, value, normalized); the rest of a fact of one
-    message is its role and index 0 (:func:`decode_facts`)."""
-    return _VALUE.encode([(f.kind, f.value, f.normalized) for f in facts])
+    """The stored value: each fact's (kind, value, normalized), msgpack, zlib-compressed;
+    the rest of a fact of one message is its role and index 0 (:func:`decode_facts`)."""
+    return zlib.compress(_VALUE.encode([(f.kind, f.value, f.normalized) for f in facts]), 1)
 
 
 def decode_facts(value: bytes, message: Mapping[str, Any]) -> list[Fact] | None:
     """The facts :func:`encode_facts` stored for `message`, or None when the bytes do not
     decode as such (a damaged value is recomputed, never trusted half)."""
     try:
-        items = _DECODE.decode(value)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        items = _DECODE.decode(zlib.decompress(value))
+    except (zlib.error, msgspec.DecodeError, msgspec.ValidationError):
         return None
     role = str(message.get("role") or "")
     return [Fact(kind=k, value=v, normalized=n, message_index=0, role=role) for k, v, n in items]
@@ -96,7 +101,8 @@ Getter = Callable[[str, str, str], "bytes | None"]
 
 
 def read_facts(message: Mapping[str, Any], ref: str, get: Getter) -> list[Fact] | None:
-    """`message`'s facts stored under blob `ref` (read with `get`), or None when absent
-    or of another version."""
-    value = get(ref, facts_kind(message), facts_version())
+    """`message`'s facts stored under blob `ref` (read with `get`), or None when absent,
+    of another version, or no version can be told (:func:`facts_version`)."""
+    version = facts_version()
+    value = get(ref, facts_kind(message), version) if version is not None else None
     return decode_facts(value, message) if value is not None else None

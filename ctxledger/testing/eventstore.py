@@ -433,7 +433,8 @@ class EventStoreContract(HostileRowsContract, abc.ABC):
 
     def test_derived_values_by_ref_kind_and_version(self, store: EventStore) -> None:
         """A derived value (``eventstore.derived``) is found only under its exact key,
-        replaced by a second put, kept outside the log (verify and the log unchanged)."""
+        replaced by a second put, by a put of another version of its (ref, kind), kept
+        outside the log (verify and the log unchanged); none before the first put."""
         ref = "ab" * 32
         assert store.get_derived(ref, "facts/x", "v1") is None
         store.put_derived(ref, "facts/x", "v1", b"one")
@@ -443,6 +444,10 @@ class EventStoreContract(HostileRowsContract, abc.ABC):
         assert store.get_derived(ref, "facts/y", "v1") == b"\x00" * 70_000
         assert store.get_derived(ref, "facts/x", "v2") is None  # another version: absent
         assert store.get_derived("cd" * 32, "facts/x", "v1") is None
+        store.put_derived(ref, "facts/x", "v2", b"three")  # drops (ref, facts/x)'s other versions
+        assert store.get_derived(ref, "facts/x", "v1") is None
+        assert store.get_derived(ref, "facts/x", "v2") == b"three"
+        assert store.get_derived(ref, "facts/y", "v1") == b"\x00" * 70_000
         assert store.last_seq() == 0 and store.verify().ok
 
     def test_verify_passes_on_a_good_log(self, store: EventStore) -> None:

@@ -146,7 +146,10 @@ def _seconds(fn: Callable[[], object], runs: int, out: dict[str, float], op: str
 
 
 def _cold() -> None:
-    """Forget what a process remembers of texts (facts, prepared haystacks, token counts)."""
+    """Forget what a process remembers of texts (facts, prepared haystacks, token counts)
+    and what a derived-value lookup asks once per process. Not the code fingerprints
+    (session 39): taken when their modules are imported, an import cost like a compiled
+    regex, paid by every process alike."""
     from ctxledger import tokens
     from ctxledger.analysis import factviews
     from ctxledger.compressor import factmatch
@@ -159,6 +162,11 @@ def _cold() -> None:
     if long_haystacks is not None:
         long_haystacks.clear()
     tokens._count_long.cache_clear()
+    try:  # (session 39: tiktoken's versions, asked by the first derived-value lookup)
+        from ctxledger.eventstore import fingerprints
+    except ImportError:
+        return
+    fingerprints._tiktoken_versions.cache_clear()
 
 
 def _whatif_cold(ledger: Ledger, sid: str) -> None:

@@ -487,10 +487,10 @@ def test_nothing_after_the_commit_reports_an_append_as_failed(
     debug level) and the ledger still shows the committed append."""
     ledger, sid = _ledger(tmp_path / "l.db")
 
-    def broken(*_: object) -> int:
+    def broken(*_: object) -> bytes:
         raise OSError("a source file vanished")
 
-    monkeypatch.setattr(ledger_derived, "store_derived", broken)
+    monkeypatch.setattr(ledger_derived, "computed_value", broken)  # (inside store_derived)
     ledger.append_messages(sid, [{"role": "user", "content": _long_text()}])
     assert ledger.version(sid) == 3
     ledger.close()

@@ -234,11 +234,50 @@ def knowing_counts() -> Iterator[None]:
     if _KNOWN_COUNTS.get() is not None:
         yield
         return
-    token = _KNOWN_COUNTS.set({})
+    token, after = _KNOWN_COUNTS.set({}), _KNOWN_AFTER.set({})
     try:
         yield
     finally:
+        _KNOWN_AFTER.reset(after)
         _KNOWN_COUNTS.reset(token)
+
+
+#: (id(text), encoding) -> (text, extension, count of text + extension), inside knowing_counts()
+_KNOWN_AFTER: ContextVar[dict[tuple[int, str], tuple[str, str, int]] | None] = ContextVar(
+    "ctxledger_known_after", default=None
+)
+
+
+def remember_count_after(text: str, encoding: str, extension: str, count: int) -> None:
+    """Inside :func:`knowing_counts`, that ``text + extension`` counts `count` under
+    `encoding` (a value the ledger stored, session 39): :func:`count_text_after` then
+    counts a text that extends `text` by `extension` from there, when a cut (an ASCII
+    letter, then an ASCII non-letter) falls where `extension` ends."""
+    known = _KNOWN_AFTER.get()
+    if known is not None and extension and count >= 0:
+        known[(id(text), encoding)] = (text, extension, count)
+
+
+def knows_count_after(text: str, encoding: str) -> bool:
+    known = _KNOWN_AFTER.get()
+    found = known.get((id(text), encoding)) if known is not None else None
+    return found is not None and found[0] is text
+
+
+def _count_after_known(text: str, base: str, encoding: str) -> int | None:
+    """:func:`count_text_after` from a count remembered by :func:`remember_count_after`
+    (`base` the very string remembered), or None. Exact by :func:`_cut`'s argument: at
+    ``n`` (`base` and its extension) a piece starts in ``base + extension`` and in `text`
+    alike, with the same pieces before it."""
+    known = _KNOWN_AFTER.get()
+    found = known.get((id(base), encoding)) if known is not None else None
+    if found is None or found[0] is not base:
+        return None
+    extension, count = found[1], found[2]
+    n = len(base) + len(extension)
+    if len(text) <= n or not text.startswith(extension, len(base)) or not _CUT.match(text, n - 1):
+        return None
+    return count + len(_encoding(encoding).encode_ordinary(text[n:]))
 
 
 def remember_count(
@@ -284,6 +323,22 @@ CUT_PATTERN = (
 )
 
 
+def cuts_apply(encoding: str) -> bool:
+    """Whether `encoding`'s pre-tokenizer is the one :func:`_cut` is shown sound for
+    (False for an encoding tiktoken does not know)."""
+    try:
+        return getattr(_encoding(encoding), "_pat_str", None) == CUT_PATTERN
+    except ValueError:
+        return False
+
+
+def first_cut(text: str) -> int | None:
+    """The first position ``j`` with ``text[j - 1]`` an ASCII letter and ``text[j]`` an
+    ASCII non-letter, or None."""
+    found = _CUT.search(text)
+    return found.start() + 1 if found is not None else None
+
+
 def _cut(base: str) -> int | None:
     """A position ``j`` near the end of `base` (``0 < j < len(base)``) where the
     :data:`CUT_PATTERN` pre-tokenizer starts a piece in `base` and in every
@@ -316,7 +371,11 @@ def count_text_after(text: str, base: str, encoding: str = DEFAULT_ENCODING) -> 
     """
     if len(base) >= _LONG_TEXT and text.startswith(base):
         enc = _encoding(encoding)
-        cut = _cut(base) if getattr(enc, "_pat_str", None) == CUT_PATTERN else None
+        cuttable = cuts_apply(encoding)
+        after = _count_after_known(text, base, encoding) if cuttable else None
+        if after is not None:
+            return after
+        cut = _cut(base) if cuttable else None
         if cut is not None:
             tail = len(enc.encode_ordinary(base[cut:]))
             count = count_text(base, encoding) - tail + len(enc.encode_ordinary(text[cut:]))

@@ -469,3 +469,39 @@ def test_a_read_by_stream_names_a_row_edited_out_of_it(
     assert [r.seq for r in store.read_all()] == [1, 2, 3]
     with pytest.raises(InvalidEvent, match=r"no event at version 2 \(the event at seq 3 has"):
         list(store.read_stream("ses_a"))
+
+
+# --- derived values (session 39) -----------------------------------------------------------
+
+
+def test_writers_creating_the_derived_table_at_once_all_store(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """The derived table is not a migration: the first put creates it. Several stores
+    putting at the same moment into a schema without it all succeed (a concurrent
+    creator's duplicate error is retried), and an older schema's read finds nothing."""
+    for attempt in range(3):
+        schema = schema_for(tmp_path / str(attempt))
+        stores = [
+            PostgresEventStore(pg_server.url, schema=schema, index_dir=tmp_path) for _ in range(4)
+        ]
+        try:
+            assert stores[0].get_derived("ab" * 32, "facts/x", "v") is None  # (no table)
+            start = threading.Barrier(len(stores))
+
+            def put(n: int, store: PostgresEventStore, start: threading.Barrier) -> None:
+                start.wait()
+                store.put_derived(f"{n:02d}" * 32, "facts/x", "v", bytes([n]))
+
+            threads = [
+                threading.Thread(target=put, args=(n, s, start)) for n, s in enumerate(stores)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            found = [stores[0].get_derived(f"{n:02d}" * 32, "facts/x", "v") for n in range(4)]
+            assert found == [bytes([n]) for n in range(4)]
+        finally:
+            for store in stores:
+                store.close()

@@ -40,6 +40,7 @@ from ctxledger.compressor.factmatch import (
 )
 from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.factscan import LONG_TEXT
+from ctxledger.compressor.factstore import read_facts, stored_content
 from ctxledger.compressor.markers import (
     FOREIGN_END,
     FOREIGN_MERGE_DELIMITER,
@@ -153,7 +154,9 @@ class FactCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return found
-        facts = extract_facts([message])
+        facts = _stored_facts(message)
+        if facts is None:
+            facts = extract_facts([message])
         with self._lock:
             self.misses += 1
             self._items[key] = facts
@@ -168,6 +171,17 @@ class FactCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _stored_facts(message: Mapping[str, Any]) -> list[Fact] | None:
+    """The facts stored for a long message whose content this run read from a ledger
+    (:mod:`ctxledger.compressor.factstore`), or None (compute them). The content's ref
+    is its digest, which :meth:`FactCache.key` just took (remembered per string)."""
+    content = stored_content(message)
+    shared = shared_contents() if content is not None else None
+    if shared is None or content is None:
+        return None
+    return read_facts(message, content_digest(content).hex(), shared.derived)
 
 
 #: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
@@ -193,6 +207,9 @@ def content_digest(text: str) -> bytes:
             return found[1]
     shared = shared_contents()
     ref = shared.checked_ref(text) if shared is not None else None
+    if ref is None and shared is not None:  # an equal copy (a piece cut out of a merge):
+        equal = shared.prefix_of(text, len(text))  # compared, not hashed (~1 ms vs ~10)
+        ref = equal[0] if equal is not None and equal[1] == len(text) else None
     if ref is not None:  # read from a blob whose bytes hashed to its ref: that is the digest
         digest = bytes.fromhex(ref)
     else:

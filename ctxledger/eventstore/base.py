@@ -423,6 +423,14 @@ class EventStore(abc.ABC):
         """The last checkpoint saved under `name`, as (seq, state)."""
 
     @abc.abstractmethod
+    def get_derived(self, ref: str, kind: str, version: str) -> bytes | None:
+        """A derived value of content `ref`, or None (read-only; see ``eventstore.derived``)."""
+
+    @abc.abstractmethod
+    def put_derived(self, ref: str, kind: str, version: str, value: bytes) -> None:
+        """Keep a derived value (replaces one there); outside the log and its hash chain."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Close the store (idempotent); it first runs what :meth:`on_close` was given."""
 

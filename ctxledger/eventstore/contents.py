@@ -28,6 +28,7 @@ from contextvars import ContextVar
 
 import msgspec
 
+from ctxledger.errors import StoreError
 from ctxledger.events import (
     Event,
     LayoutEntry,
@@ -38,7 +39,18 @@ from ctxledger.events import (
     hydrate_text,
     sha256_hex,
 )
-from ctxledger.tokens import knowing_counts, remember_count
+from ctxledger.eventstore.derived import STORED_MIN_CHARS
+from ctxledger.eventstore.fingerprints import (
+    count_after_kind,
+    count_after_version,
+    decode_count_after,
+)
+from ctxledger.tokens import (
+    knowing_counts,
+    knows_count_after,
+    remember_count,
+    remember_count_after,
+)
 
 __all__ = [
     "SharedContents",
@@ -68,6 +80,8 @@ class SharedContents:
         self.hits = 0
         #: appends that reused a known ref instead of hashing the text
         self.reused = 0
+        #: ref -> the store its text was first read from (its derived values are asked there)
+        self._sources: dict[str, object] = {}
 
     def text(self, ref: str, get_blob: Callable[[str], bytes]) -> str:
         """The text stored under `ref`: remembered, or read with `get_blob` (and remembered
@@ -83,7 +97,19 @@ class SharedContents:
             self._texts[ref] = text
             self._refs[id(text)] = ref
             self._data[ref] = data
+            self._sources[ref] = getattr(get_blob, "__self__", None)  # (a store's get_blob)
         return text
+
+    def derived(self, ref: str, kind: str, version: str) -> bytes | None:
+        """A derived value of checked content `ref` stored in the store it was read from
+        (``get_derived``), or None: none stored, its source is not a store, or the read
+        failed (a closed store: a miss, the value is computed as without the table)."""
+        get = getattr(self._sources.get(ref), "get_derived", None)
+        try:
+            value = get(ref, kind, version) if callable(get) else None
+        except StoreError:
+            return None
+        return value if isinstance(value, bytes) else None
 
     def holds(self, ref: str, text: str) -> bool:
         """Whether `text` is the (checked) text this run keeps for `ref`."""
@@ -167,7 +193,26 @@ def hydrate_shared(
     whole = hydrate_text(event, text)
     if sealed is not None and shared.holds(ref, text):
         remember_count(whole.message, whole.encoding, whole.tokens, sealed)
+        _remember_after(shared, ref, text, whole)
     return whole
+
+
+def _remember_after(shared: SharedContents, ref: str, text: str, event: MessageAppended) -> None:
+    """The merged count the ledger stored for a long content alone in its message (see
+    :func:`ctxledger.tokens.remember_count_after`), asked once per run and encoding."""
+    encoding = event.encoding
+    if (
+        len(text) < STORED_MIN_CHARS
+        or not event.message.keys() <= {"role", "content"}
+        or knows_count_after(text, encoding)
+    ):
+        return
+    version = count_after_version()
+    if version is None:
+        return
+    found = decode_count_after(shared.derived(ref, count_after_kind(encoding), version))
+    if found is not None:
+        remember_count_after(text, encoding, *found)
 
 
 def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, bytes]]:

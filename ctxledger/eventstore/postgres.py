@@ -71,6 +71,7 @@ from ctxledger.eventstore.postgres_append import (
     stream_ends,
 )
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
+from ctxledger.eventstore.postgres_derived import PgDerived
 from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
@@ -110,7 +111,7 @@ _IDLE_REREAD = 1.0
 _RACE_RETRIES = 50
 
 
-class PostgresEventStore(EventStore):
+class PostgresEventStore(PgDerived, EventStore):
     """An event store in a PostgreSQL database (schema ``public`` unless told otherwise).
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``); a ``schema=NAME``

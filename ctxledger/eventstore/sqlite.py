@@ -52,6 +52,7 @@ from ctxledger.eventstore.base import (
     prepare_append,
     sound_ends,
 )
+from ctxledger.eventstore.derived import SQLiteDerived
 from ctxledger.eventstore.files import close_side_lock, create_ledger_file, open_side_lock
 from ctxledger.eventstore.leases import FileLeases, Release
 from ctxledger.eventstore.migrations import (
@@ -95,7 +96,7 @@ _VERIFY_BATCH = 4000
 _COLUMNS = 10  # per event row in q.INSERT_EVENT
 
 
-class SQLiteEventStore(EventStore, HeadColumns):
+class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
     """The default event store: a single SQLite file in WAL mode.
 
     ``durability="full"`` (default) fsyncs the WAL on every commit, so an append that

@@ -49,6 +49,7 @@ from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.callrepairs import repair_event
+from ctxledger.ledger.derived import store_quietly
 from ctxledger.ledger.eventcheck import check_decodable, check_references
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
@@ -238,6 +239,7 @@ class Ledger:
             except CtxLedgerError as also:
                 err.add_note(f"the re-read after it failed too: {also}")
             raise
+        store_quietly(self.store, requests)  # (after the commit: a failure loses only a cache)
         self.refresh()
 
     def event_fields(self, session_id: str) -> dict[str, Any]:

@@ -431,6 +431,25 @@ class EventStoreContract(HostileRowsContract, abc.ABC):
         assert store.load_checkpoint("transcript") == (9, b"state-9")
         assert store.load_checkpoint("accounting") == (2, b"other")
 
+    def test_derived_values_by_ref_kind_and_version(self, store: EventStore) -> None:
+        """A derived value (``eventstore.derived``) is found only under its exact key,
+        replaced by a second put, by a put of another version of its (ref, kind), kept
+        outside the log (verify and the log unchanged); none before the first put."""
+        ref = "ab" * 32
+        assert store.get_derived(ref, "facts/x", "v1") is None
+        store.put_derived(ref, "facts/x", "v1", b"one")
+        store.put_derived(ref, "facts/y", "v1", b"\x00" * 70_000)
+        store.put_derived(ref, "facts/x", "v1", b"two")
+        assert store.get_derived(ref, "facts/x", "v1") == b"two"
+        assert store.get_derived(ref, "facts/y", "v1") == b"\x00" * 70_000
+        assert store.get_derived(ref, "facts/x", "v2") is None  # another version: absent
+        assert store.get_derived("cd" * 32, "facts/x", "v1") is None
+        store.put_derived(ref, "facts/x", "v2", b"three")  # drops (ref, facts/x)'s other versions
+        assert store.get_derived(ref, "facts/x", "v1") is None
+        assert store.get_derived(ref, "facts/x", "v2") == b"three"
+        assert store.get_derived(ref, "facts/y", "v1") == b"\x00" * 70_000
+        assert store.last_seq() == 0 and store.verify().ok
+
     def test_verify_passes_on_a_good_log(self, store: EventStore) -> None:
         assert store.verify().ok  # empty log
         for stream in ("ses_a", "ses_b", "ses_a"):

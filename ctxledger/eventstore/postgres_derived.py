@@ -1,0 +1,69 @@
+"""Derived values of the PostgreSQL store: ``get_derived`` / ``put_derived`` (see
+:mod:`ctxledger.eventstore.derived`). As in SQLite the table is a cache outside the
+versioned migrations: the first store creates it, a read finding no table finds no value,
+and an older ctxledger sharing the database ignores it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import psycopg
+import psycopg.errors
+
+__all__ = ["PgDerived"]
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS derived (ref text NOT NULL, kind text NOT NULL,"
+    " version text NOT NULL, value bytea NOT NULL, PRIMARY KEY (ref, kind, version))"
+)
+_GET = "SELECT value FROM derived WHERE ref = %s AND kind = %s AND version = %s"
+_DROP = "DELETE FROM derived WHERE ref = %s AND kind = %s AND version <> %s"
+_PUT = (
+    "INSERT INTO derived (ref, kind, version, value) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (ref, kind, version) DO UPDATE SET value = EXCLUDED.value"
+)
+#: what a concurrent ``CREATE TABLE IF NOT EXISTS`` of the same table can raise
+_RACED = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable)
+
+
+class PgDerived:
+    """``get_derived`` / ``put_derived`` on the store's pool (``_run``)."""
+
+    _run: Callable[[str, Callable[[Conn], Any]], Any]
+
+    def get_derived(self, ref: str, kind: str, version: str) -> bytes | None:
+        """The value stored under (ref, kind, version), or None (read-only; no table yet:
+        None)."""
+
+        def get(conn: Conn) -> bytes | None:
+            try:
+                with conn.transaction():
+                    row = conn.cursor(binary=True).execute(_GET, (ref, kind, version)).fetchone()
+            except psycopg.errors.UndefinedTable:
+                return None
+            return bytes(cast("bytes", row[0])) if row is not None else None
+
+        found: bytes | None = self._run("read a derived value", get)
+        return found
+
+    def put_derived(self, ref: str, kind: str, version: str, value: bytes) -> None:
+        """Store `value` under (ref, kind, version), replacing it and the rows of other
+        versions of (ref, kind); the first store creates the table (another writer
+        creating it at the same moment: tried once more)."""
+
+        def put(conn: Conn) -> None:
+            for attempt in (0, 1):
+                try:
+                    with conn.transaction():
+                        conn.execute(_CREATE)
+                        conn.execute(_DROP, (ref, kind, version))
+                        conn.execute(_PUT, (ref, kind, version, value))
+                    return
+                except _RACED:
+                    if attempt:
+                        raise
+
+        self._run("store a derived value", put)

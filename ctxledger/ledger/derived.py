@@ -1,0 +1,112 @@
+"""Derived values written when a long message is appended (session 39, issue 14).
+
+:meth:`Ledger.append <ctxledger.ledger.facade.Ledger.append>` is the one way anything
+writes a ledger (the CLI's ``import``, the proxy, the service, the integrations, a
+what-if's replay), so it calls :func:`store_derived` once the append committed: a
+message whose string content is at least
+:data:`~ctxledger.eventstore.derived.STORED_MIN_CHARS` long gets its facts stored
+(:mod:`ctxledger.compressor.factstore`), and when it is the message's only text, the
+count of the content followed by the merge lead's start (what a summary merged after
+it is counted from, :func:`ctxledger.tokens.remember_count_after`). Written right after the append's transaction,
+not in it: a crash between the two loses only the value (it is computed when read, as
+for a ledger written before session 39), and a failure to store it is dropped for the
+same reason. A replay re-appending a content it read from another ledger (inside
+:func:`~ctxledger.eventstore.contents.sharing_contents`) copies that ledger's value when
+it has one and computes nothing: a what-if must not pay the extraction it saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+
+from ctxledger.compressor.factstore import (
+    computed_value,
+    facts_kind,
+    facts_version,
+    stored_content,
+)
+from ctxledger.compressor.markers import merge_lead
+from ctxledger.errors import StoreError
+from ctxledger.events import MessageAppended, sha256_hex
+from ctxledger.eventstore.base import AppendRequest, EventStore
+from ctxledger.eventstore.contents import shared_contents
+from ctxledger.eventstore.fingerprints import (
+    count_after_kind,
+    count_after_version,
+    encode_count_after,
+)
+from ctxledger.tokens import count_text_after, cuts_apply, first_cut
+
+__all__ = ["store_derived", "store_quietly"]
+
+_log = logging.getLogger("ctxledger")
+
+
+def store_quietly(store: EventStore, requests: Sequence[AppendRequest]) -> int:
+    """:func:`store_derived`, after an append committed: nothing that fails there may turn
+    the committed append into a reported failure (a value is a cache), so any error is
+    logged at debug level and dropped."""
+    try:
+        return store_derived(store, requests)
+    except Exception:
+        _log.debug("derived values of an append were not stored", exc_info=True)
+        return 0
+
+
+def store_derived(store: EventStore, requests: Sequence[AppendRequest]) -> int:
+    """Store the derived values of the long messages `requests` appended; returns how many
+    were written (0 for anything else: one type and length test per event)."""
+    written = 0
+    for request in requests:
+        for event in request.events:
+            if type(event) is not MessageAppended:
+                continue
+            content = stored_content(event.message)
+            if content is not None:
+                # a failure leaves the append standing; the value is computed when read
+                with contextlib.suppress(StoreError):
+                    written += _store_values(store, event, content)
+    return written
+
+
+def _store_values(store: EventStore, event: MessageAppended, content: str) -> int:
+    message, encoding = event.message, event.encoding
+    shared = shared_contents()
+    ref = shared.checked_ref(content) if shared is not None else None
+    if ref is None:
+        ref, shared = sha256_hex(content.encode("utf-8")), None
+    values: list[tuple[str, str | None, Callable[[], bytes | None]]] = [
+        (facts_kind(message), facts_version(), lambda: computed_value(message))
+    ]
+    if message.keys() <= {"role", "content"} and cuts_apply(encoding):
+        kind = count_after_kind(encoding)
+        values.append((kind, count_after_version(), lambda: _count_after(content, encoding)))
+    written = 0
+    for kind, version, compute in values:
+        if version is None:  # (the code that runs cannot be told: store nothing)
+            continue
+        if store.get_derived(ref, kind, version) is not None:
+            continue  # (the same content appended again)
+        # a replay copies the value of the ledger it read the content from (or none)
+        value = shared.derived(ref, kind, version) if shared is not None else compute()
+        if value is not None:
+            store.put_derived(ref, kind, version, value)
+            written += 1
+    return written
+
+
+def _count_after(content: str, encoding: str) -> bytes | None:
+    """The count of `content` followed by the merge lead up to its first cut (``\n\n---
+    a``): a summary merged after the content is then counted from there (the lead's
+    wording is in the value, and a text not extending it is counted as before)."""
+    lead = merge_lead()
+    cut = first_cut(lead)
+    if cut is None:
+        return None
+    extension = lead[:cut]
+    # from the content's count (just made by the append) and its last few KiB, when a cut
+    # falls there; else the whole text is tokenized (the cost moves here from the what-if)
+    count = count_text_after(content + extension, content, encoding)
+    return encode_count_after(extension, count)

@@ -22,7 +22,6 @@ from test_head_columns import GOLDEN
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
 from ctxledger.errors import InvalidInput, StoreError
-from ctxledger.eventstore import migrations
 from ctxledger.eventstore.migrations import MIGRATIONS
 
 SID, CMP = "ses_00000001", "cmp_00000146"  # (in the golden ledger of migration 0001 only)
@@ -173,20 +172,6 @@ def test_a_read_of_a_ledger_lacking_a_migration_with_no_read_shim_is_refused_unc
     said = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 1 and len(said) == 1 and "'0099_probe'" in said[0], result.output
     assert _state(tmp_path) == before
-
-
-def test_a_migration_that_only_adds_derived_data_never_makes_a_ledger_older(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A ledger lacking only a cache-only migration (CACHE_ONLY) is no older for a
-    reader: neither refused read-only nor opened read-only because of it."""
-    db = tmp_path / "l.db"
-    _current_ledger(db)
-    monkeypatch.setattr(MIGRATIONS, "_steps", [*MIGRATIONS._steps, ("0099_probe", print)])
-    monkeypatch.setattr(migrations, "CACHE_ONLY", frozenset({"0099_probe"}))
-    assert not migrations.written_by_older(str(db))
-    with Ledger.open(str(db), read_only=True) as ledger:
-        assert len(ledger.sessions()) == 1
 
 
 def test_a_read_only_open_of_a_database_holding_no_table_says_it_is_no_ledger(

@@ -52,11 +52,6 @@ _READ_SHIMS = {
 }
 
 
-#: migrations that only add derived data (a cache): a ledger lacking one is no older for
-#: a reader (never read-only for it, never refused); none so far
-CACHE_ONLY: frozenset[str] = frozenset()
-
-
 #: what a read-only open's refusal of a file that is no ledger adds
 _READ_ONLY = ", not read_only=True"
 
@@ -92,9 +87,8 @@ class Migrations:
             return []
         return [row[0] for row in conn.execute(_SELECT_APPLIED)]
 
-    def pending(self, conn: sqlite3.Connection, *, required: bool = False) -> list[str]:
-        """Names of the registered migrations not yet applied (read-only); `required`:
-        leaving out those that only add derived data (:data:`CACHE_ONLY`).
+    def pending(self, conn: sqlite3.Connection) -> list[str]:
+        """Names of the registered migrations not yet applied (read-only).
 
         Raises StoreError when the database records a migration this code does not
         know: it was written by a newer ctxledger, and writing to it could corrupt it.
@@ -106,19 +100,18 @@ class Migrations:
                 f"this ledger was migrated by a newer ctxledger (unknown migration {unknown[0]!r}); "
                 "upgrade ctxledger to open it"
             )
-        skip = CACHE_ONLY if required else frozenset()
-        return [name for name in self.names if name not in applied and name not in skip]
+        return [name for name in self.names if name not in applied]
 
     def read_as_current(self, conn: sqlite3.Connection, path: str) -> None:
         """Let the read-only `conn` read a ledger an older ctxledger wrote as the current
         schema, writing nothing to it: each pending migration's read shim (a TEMP view,
         which shadows the file's table for every unqualified name) is made in the
-        connection's own temp schema. A pending migration with no shim is refused; one
-        that only adds derived data (:data:`CACHE_ONLY`) never counts: its reader finds no
-        value and computes it."""
+        connection's own temp schema. A pending migration with no shim is refused (derived
+        data, such as the stored values of ``eventstore/derived``, is kept outside the
+        migrations: a reader that finds none computes it)."""
         if not self.applied(conn):  # (every ledger holds 0001: this holds no table)
             raise unmade_ledger(path, "a SQLite database holding no table", _READ_ONLY)
-        pending = self.pending(conn, required=True)
+        pending = self.pending(conn)
         refuse_old_schema(path, [name for name in pending if name not in _READ_SHIMS])
         for name in pending:
             conn.execute(_READ_SHIMS[name])
@@ -215,8 +208,7 @@ def written_by_older(path: str) -> bool:
         return False
     try:
         applied = MIGRATIONS.applied(conn)
-        lacking = (name not in applied and name not in CACHE_ONLY for name in MIGRATIONS.names)
-        return bool(applied) and any(lacking)
+        return bool(applied) and any(name not in applied for name in MIGRATIONS.names)
     except (*SQLITE_FAILURES, InvalidInput):
         return False
     finally:

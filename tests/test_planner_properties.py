@@ -287,13 +287,13 @@ def _tool(call_id: str, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-def test_a_session_within_its_tail_budget_settles_after_more_than_six_passes() -> None:
+def test_a_session_within_its_tail_budget_takes_six_passes_to_settle() -> None:
     """Hypothesis's find (session 39): six passes, each removing messages, then a skip.
 
-    The old property allowed six plans in a row without a skip. Only the first pass
-    runs under pressure; the transcript is then far below the threshold, so the runtime
-    would not compact it again, and under pressure passes 2-4 (saving < 10 %) would be
-    anti-thrash strikes. The rest is plan() nibbling a short transcript, as Hermes does.
+    The old property gave up after six compressing plans (five passes at most). Only the
+    first pass runs under pressure; the transcript is then far below the threshold, so
+    the runtime would not compact it again, and under pressure passes 3-5 (saving < 10 %)
+    would be anti-thrash strikes. The rest is plan() nibbling a short transcript, as Hermes does.
     """
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
     messages: list[Message] = [

@@ -187,17 +187,10 @@ def _boundaries(job: _Job, head_size: int, pinned: Collection[int]) -> _Bounds |
     layout, config, n = job.layout, job.config, job.layout.n
     head_end = _head_end(layout, head_size, notes)
     pinned_blocks, anchor_blocks = _kept_blocks(layout, head_end, pinned, notes)
-    summaries = set(layout.summaries)
     # the middle must keep at least one message to summarize: the first one that is
-    # neither pinned, nor an anchor, nor a standalone summary (a middle of only the
-    # previous summary rewrites it into itself: no new turn, only a shorter summary);
-    # and no summary may stay behind in the tail
+    # neither pinned nor an anchor; and no summary may stay behind in the tail
     first = head_end
-    while first < n and (
-        _in_blocks(first, pinned_blocks)
-        or _in_blocks(first, anchor_blocks)
-        or (first in summaries and first not in layout.merged)
-    ):
+    while first < n and (_in_blocks(first, pinned_blocks) or _in_blocks(first, anchor_blocks)):
         first += 1
     lo = max(first + 1, layout.summaries[-1] + 1 if layout.summaries else 0)
     if lo > n - 1:

@@ -230,6 +230,11 @@ def _originals(messages: list[Message]) -> int:
     return sum((markers.split_merged(m) or ("", m))[1] is not None for m in messages)
 
 
+#: passes in a row that rewrite only the previous summary (hermes-agent 0.19 does the same:
+#: it updates its summary with no new turn); each shrinks it, so few follow one another
+_SUMMARY_ONLY_PASSES = 4
+
+
 def _settle(
     messages: list[Message], config: CompressionConfig, window: int, compactions: int
 ) -> tuple[list[Message], int, int]:
@@ -237,13 +242,16 @@ def _settle(
 
     plan() takes no pressure figure: the runtime's threshold, its three-pass preflight and
     the anti-thrash strikes decide whether a pass runs at all (HERMES_SPEC §2). What plan()
-    guarantees is progress: every pass summarizes at least one real message (never only
-    the previous summary), so each leaves fewer of them and the re-plans settle within
-    that many passes. A transcript that fits its tail budget is compacted a few messages
-    a pass (the #40803 refit with Hermes's `available - 2` cap; hermes-agent's compress()
-    does the same), so no fixed number of passes follows from the rules.
+    guarantees is progress: every pass lowers the tokens, and either summarizes a real
+    message (fewer of them are left) or rewrites only the previous summary into a smaller
+    one (its budget is a share of what it compresses, so such passes are few: at most
+    :data:`_SUMMARY_ONLY_PASSES` in a row here). A transcript that fits its tail budget is
+    compacted a few messages a pass (the #40803 refit with Hermes's `available - 2` cap;
+    hermes-agent's compress() does the same), so no fixed number of passes follows from
+    the rules (session 39: the old limit of six was met by a legitimate session).
     """
-    for passes in range(_originals(messages) + 1):
+    summary_only = 0
+    for passes in range((_originals(messages) + 1) * (_SUMMARY_ONLY_PASSES + 1)):
         counts = rough_counts(messages)
         p = plan(messages, config, counts, context_length=window, compaction_count=compactions)
         if p.action == "skip":
@@ -254,7 +262,12 @@ def _settle(
         _check_pairs(new)
         assert len(_summary_positions(new)) == 1
         assert sum(rough_counts(new)) < sum(counts)
-        assert _originals(new) < _originals(messages), "a pass summarized no real message"
+        if _originals(new) == _originals(messages):  # only the previous summary rewritten
+            summary_only += 1
+            assert summary_only <= _SUMMARY_ONLY_PASSES, "the summary alone rewritten again"
+        else:
+            summary_only = 0
+            assert _originals(new) < _originals(messages)
         messages, compactions = new, compactions + 1
     raise AssertionError(f"{compactions} compactions and still no skip: no convergence")
 

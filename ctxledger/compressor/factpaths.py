@@ -74,7 +74,7 @@ PATH_CHARS = _PATH_CHARS
 #: in its own text, which reads dots and dashes before more of a name as part of it)
 _EXT_ANCHOR = re.compile(
     rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*"
-    rf"(?!{MORE_NAME}|[+~@(/]|-(?![.\-]*(?:\s|\Z))|{_MORE_AFTER_DOT})"
+    rf"(?!{MORE_NAME}|[+~@(/]|-(?![.\-]*(?:[\s{SUPERSCRIPT_DIGITS}]|\Z))|{_MORE_AFTER_DOT})"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``) or dashed words
 #: (``Dockerfile-dev``, ``Makefile--OK``: one name to the matcher), ending a sentence;
@@ -84,7 +84,7 @@ _EXT_ANCHOR = re.compile(
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
     r"(?:\.[a-z0-9]+|(?:-{1,8}" + MORE_NAME + r"{1,64}){1,8}+)?"
-    r"(?!" + MORE_NAME + "|" + _MORE_AFTER_DOT + r"|-[.\-]*[\w+~@])"
+    r"(?!" + MORE_NAME + "|" + _MORE_AFTER_DOT + r"|-[.\-]*(?:" + MORE_NAME + r"|[+~@]))"
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")

@@ -277,9 +277,10 @@ def _name_ends(text: str, end: int) -> bool:
     while stop < len(text) and text[stop] in ".-":
         stop += 1
     if after == "-":
-        return stop == len(text) or text[stop].isspace()
+        # (session 39: a footnote's superscript digit is a blank to the matcher)
+        return stop == len(text) or text[stop].isspace() or text[stop] in _SUPERSCRIPTS
     # (session 37: a ``\\`` is the matcher's ``/``)
-    return stop == len(text) or not (is_word_char(text[stop]) or text[stop] in "+~@/\\")
+    return stop == len(text) or not (_more_name(text[stop]) or text[stop] in "+~@/\\")
 
 
 def _device_unc_paths(text: str) -> Iterator[tuple[int, int]]:

@@ -42,13 +42,9 @@ _WORD_CHARS = 64
 _DASHES = 8
 
 
-def _word(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
 def _name_char(char: str) -> bool:
     """More of a name: a word character, but a superscript digit."""
-    return _word(char) and char not in _SUPERSCRIPTS
+    return (char.isalnum() or char == "_") and char not in _SUPERSCRIPTS
 
 
 def _more_after_dot(text: str, at: int) -> bool:
@@ -58,7 +54,8 @@ def _more_after_dot(text: str, at: int) -> bool:
     at += 1
     while at < len(text) and text[at] in ".-":
         at += 1
-    return at < len(text) and (_word(text[at]) or text[at] in "+~@/\\")  # (``\\``: s37)
+    # (``\\``: s37; a superscript digit is a blank to the matcher: s39)
+    return at < len(text) and (_name_char(text[at]) or text[at] in "+~@/\\")
 
 
 def _ends(text: str, at: int, dotfile: bool) -> bool:
@@ -75,7 +72,7 @@ def _ends(text: str, at: int, dotfile: bool) -> bool:
     at += 1
     while at < len(text) and text[at] in ".-":
         at += 1
-    return not (at < len(text) and (_word(text[at]) or text[at] in "+~@"))
+    return not (at < len(text) and (_name_char(text[at]) or text[at] in "+~@"))
 
 
 def _run(text: str, at: int, more: str = "") -> int:

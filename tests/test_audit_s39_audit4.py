@@ -5,6 +5,12 @@ still disagreed.
    ``Makefile.² x``): the matcher reads it as a blank, so it finds the name; the
    extraction read it as more of the name and gave none (it could flake
    ``test_audit_s31_truth``'s property, which draws ``app.py``, ``-`` and ``²``).
+3. paths mixing backslash runs and slashes (JSON-escaped Windows paths): ``.\\/x.log``
+   (``.//x.log``) gave ``.\\/x.log``, whose fact reads ``/x.log`` (lost in its own
+   text); a path escaped twice (``src\\\\\\\\app/x.py``) gave its tail ``app/x.py``
+   or none, and trailing separators after a JSON-mixed path (``src\\\\a/b.json\\/``)
+   left its tail to the POSIX finder: now the file's name the matcher finds, or none,
+   as s38 reads a JSON-mixed path.
 """
 
 from __future__ import annotations
@@ -64,5 +70,41 @@ def _agrees_and_holds(text: str) -> None:
     ],
 )
 def test_a_footnote_mark_after_dashes_or_dots_ends_the_name(text: str, paths: list[str]) -> None:
+    assert _paths(text) == paths
+    _agrees_and_holds(text)
+
+
+# --------------------------------------------------------------------------- 3 mixed runs
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # ``.\`` then a separator: ``.//x.log``, whose fact would read ``/x.log``
+        (r"see .\/x.log ok", ["x.log"]),
+        (r'{"p": ".\\/x.log"}', ["x.log"]),
+        (r"x .\.\/Makefile.", ["Makefile"]),
+        (r"see .\/src ok", []),
+        # escaped twice (four backslashes) beside a slash: the file's name
+        (r"see src\\\\app/x.py ok", ["x.py"]),
+        (r".\\\\/setup.py", ["setup.py"]),  # (the thorough profile's draw)
+        (r"x .\\\\Users//setup.py.", ["setup.py"]),
+        (r"C:\\\\Users\\\\me/report.docx", ["report.docx"]),
+        # separators last aside: a JSON-mixed path, no tail of it
+        (r'see src\\app/config.json\/"', []),
+        (r"src\\app//.\"", []),
+        # as before
+        (r"see ..\/a.py ok", [r"..\/a.py"]),
+        (r"see src\\\\app\\\\x.py ok", ["x.py"]),
+        (r"see src\\a/config.json ok", ["config.json"]),
+        (r"see .\\a/b.py ok", [r".\a/b.py"]),
+        (r"see src\\app\\x.py ok", [r"src\app\x.py"]),
+        (r"see src\\\\app/ ok", ["app/"]),  # (a folder at the end: as ``src\\app/``, s38)
+        (r"see \\\\srv/\\\\a\\\\setup.py ok", ["srv/", "setup.py"]),  # (a UNC start's)
+    ],
+)
+def test_a_path_mixing_backslash_runs_and_slashes_gives_what_the_matcher_finds(
+    text: str, paths: list[str]
+) -> None:
     assert _paths(text) == paths
     _agrees_and_holds(text)

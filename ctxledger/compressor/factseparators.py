@@ -75,8 +75,9 @@ def mixes_separators(raw: str) -> bool:
     value = raw.rstrip(".-,:")
     if "\\\\" not in value or "/" not in value:
         return False
-    # (each backslash doubled: a run of another length reads its names alone, as before)
-    doubled = all(len(run) == 2 for run in BACKSLASH_RUNS.findall(value))
+    # (each backslash doubled: a run of another length reads its names alone, as before;
+    # separators last aside, as the fact drops them: ``src\\\\a/b.json\\/``, session 39)
+    doubled = all(len(run) == 2 for run in BACKSLASH_RUNS.findall(value.rstrip("/\\")))
     return doubled and single_separators(value) is None
 
 

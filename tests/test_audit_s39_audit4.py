@@ -15,10 +15,13 @@ still disagreed.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from helpers.reference_facts import facts as reference
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ctxledger.compressor.factmatch import fact_in_text
 from ctxledger.compressor.facts import extract_facts
@@ -108,3 +111,26 @@ def test_a_path_mixing_backslash_runs_and_slashes_gives_what_the_matcher_finds(
 ) -> None:
     assert _paths(text) == paths
     _agrees_and_holds(text)
+
+
+_STARTS = st.sampled_from(("", ".", "..", "~", "C:", "src", "/home", "\\\\srv", "\\\\\\\\srv"))
+_SEPARATORS = st.sampled_from(("\\", "\\\\", "\\\\\\\\", "/", "\\/", "\\\\/", "/\\\\", "//"))
+_NAMES = st.sampled_from(("src", "a", "me", "x.py", "config.json", "Makefile", ".env", ".", ".."))
+_ENDS = st.sampled_from((" ok", "", '"', ".", "\n", ",", ":1", "²", "-² x", "\\/"))
+
+
+@given(
+    st.tuples(_STARTS, st.lists(st.tuples(_SEPARATORS, _NAMES), min_size=1, max_size=4), _ENDS),
+    st.sampled_from(("", "see ", '{"p": "')),
+    st.booleans(),
+)
+@example(("src", [("\\\\", "app"), ("/", "config.json")], "\\/"), "see ", False)
+@example((".", [("\\\\\\\\/", "setup.py")], ""), "", False)
+@example((".", [("\\/", "x.py")], " ok"), "", True)
+def test_mixed_separators_agree_with_the_reference_and_the_matcher(
+    parts: tuple[str, list[tuple[str, str]], str], before: str, escaped: bool
+) -> None:
+    # paths of every backslash run beside slashes, in prose or a JSON line, maybe escaped
+    start, pieces, end = parts
+    text = before + start + "".join(sep + name for sep, name in pieces) + end
+    _agrees_and_holds(json.dumps(text)[1:-1] if escaped else text)

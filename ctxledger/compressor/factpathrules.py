@@ -97,7 +97,8 @@ SECOND_SUFFIXES = (
 MORE_NAME = "[^\\W" + SUPERSCRIPT_DIGITS + "]"
 #: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
 #: character, ``+``, ``~``, ``@``, ``/`` or ``\\`` (the matcher reads ``app.py..+r`` as
-#: one name, and ``app.py.\\x`` as ``app.py./x``: session 37)
+#: one name, and ``app.py.\\x`` as ``app.py./x``: session 37); not a superscript digit,
+#: a blank to the matcher (``app.py.² x``: session 39)
 MORE_AFTER_DOT = r"\.[.\-]*(?:" + MORE_NAME + r"|[+~@/\\])"
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)

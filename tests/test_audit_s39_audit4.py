@@ -115,7 +115,9 @@ def test_a_path_mixing_backslash_runs_and_slashes_gives_what_the_matcher_finds(
 
 _STARTS = st.sampled_from(("", ".", "..", "~", "C:", "src", "/home", "\\\\srv", "\\\\\\\\srv"))
 _SEPARATORS = st.sampled_from(("\\", "\\\\", "\\\\\\\\", "/", "\\/", "\\\\/", "/\\\\", "//"))
-_NAMES = st.sampled_from(("src", "a", "me", "x.py", "config.json", "Makefile", ".env", ".", ".."))
+_NAMES = st.sampled_from(
+    ("src", "a", "me", "x.py", "config.json", "Makefile", "Makefile~", ".env", ".", "..")
+)
 _ENDS = st.sampled_from((" ok", "", '"', ".", "\n", ",", ":1", "²", "-² x", "\\/"))
 
 
@@ -134,3 +136,26 @@ def test_mixed_separators_agree_with_the_reference_and_the_matcher(
     start, pieces, end = parts
     text = before + start + "".join(sep + name for sep, name in pieces) + end
     _agrees_and_holds(json.dumps(text)[1:-1] if escaped else text)
+
+
+# --------------------------------------------------------------------------- review 1
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # F4: a known file then ``+``, ``~``, ``@`` is one name to the matcher (a backup)
+        ("see Makefile~ ok", []),
+        ("see Makefile@x ok", []),
+        ("see Makefile+x ok", []),
+        ("see Dockerfile.a+b ok", []),
+        ("see Dockerfile-dev~ ok", []),
+        # as before
+        ("see Makefile. ok", ["Makefile"]),
+        ("see Makefile-dev ok", ["Makefile-dev"]),
+        ("see Makefile~/x.py ok", ["Makefile~/x.py"]),
+    ],
+)
+def test_a_known_file_then_a_backup_mark_is_no_known_file(text: str, paths: list[str]) -> None:
+    assert _paths(text) == paths
+    _agrees_and_holds(text)

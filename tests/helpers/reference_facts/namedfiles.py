@@ -6,8 +6,8 @@ tests compare two statements of the rule.
 A name ends where no more of a name follows: not a word character (a superscript
 digit, a footnote's mark, is none), nor a ``.`` with dots and dashes and then a word
 character, ``+``, ``~``, ``@`` or ``/`` (``Makefile.in.x``, ``.env..x``). After a known
-file, neither dashes and dots then a word character, ``+``, ``~`` or ``@``; after a
-dotfile, none of ``-+~@(/``.
+file, none of ``+~@`` (``Makefile~``: session 39, review 1), nor dashes and dots then a
+word character, ``+``, ``~`` or ``@``; after a dotfile, none of ``-+~@(/``.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def _ends(text: str, at: int, dotfile: bool) -> bool:
         return False
     if dotfile:
         return char not in "-+~@(/"
+    if char in "+~@":
+        return False
     if char != "-":
         return True
     at += 1

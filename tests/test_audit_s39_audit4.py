@@ -95,7 +95,7 @@ def test_a_footnote_mark_after_dashes_or_dots_ends_the_name(text: str, paths: li
         (r"C:\\\\Users\\\\me/report.docx", ["report.docx"]),
         # separators last aside: a JSON-mixed path, no tail of it
         (r'see src\\app/config.json\/"', []),
-        (r"src\\app//.\"", []),
+        (r"src\\app//.\"", ["app//"]),  # (the quote's escape aside: as ``src\\app//.``)
         # as before
         (r"see ..\/a.py ok", [r"..\/a.py"]),
         (r"see src\\\\app\\\\x.py ok", ["x.py"]),
@@ -118,7 +118,7 @@ _SEPARATORS = st.sampled_from(("\\", "\\\\", "\\\\\\\\", "/", "\\/", "\\\\/", "/
 _NAMES = st.sampled_from(
     ("src", "a", "me", "x.py", "config.json", "Makefile", "Makefile~", ".env", ".", "..")
 )
-_ENDS = st.sampled_from((" ok", "", '"', ".", "\n", ",", ":1", "²", "-² x", "\\/"))
+_ENDS = st.sampled_from((" ok", "", '"', ".", "\n", ",", ":1", "²", "-² x", "\\/", '\\"'))
 
 
 @given(
@@ -157,5 +157,26 @@ def test_mixed_separators_agree_with_the_reference_and_the_matcher(
     ],
 )
 def test_a_known_file_then_a_backup_mark_is_no_known_file(text: str, paths: list[str]) -> None:
+    assert _paths(text) == paths
+    _agrees_and_holds(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "paths"),
+    [
+        # F1: the backslash before a JSON string's closing quote escapes it, no separator
+        (r"see src\\app/config.json\" ok", ["config.json"]),  # (as without the quote)
+        (r'{"q": "x.py\\n/tmp/log.txt\""}', []),  # (as without it, on main too)
+        (r"x .\\a/b.py\" ok", [r".\a/b.py"]),
+        (r"C:\\a/b.txt\"", ["b.txt"]),
+        (r"src\\app\\x.py\" ok", [r"src\app\x.py"]),
+        # F2: a path a JSON string escaped twice, ending at the inner string's end
+        (json.dumps(json.dumps({"q": "src\\app/config.json"})), ["config.json"]),
+        # as before: an even run before the quote is a separator (a folder's)
+        (r'see src\\app/config.json\\" ok', []),
+        (r"x src\\app\\\" ok", []),
+    ],
+)
+def test_the_escape_of_a_closing_quote_is_no_separator(text: str, paths: list[str]) -> None:
     assert _paths(text) == paths
     _agrees_and_holds(text)

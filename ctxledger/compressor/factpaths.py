@@ -43,6 +43,7 @@ from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIX
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
 from ctxledger.compressor.factseparators import (
+    before_escaped_quote,
     escape_letter_before_colon,
     folded_separator_before,
     mixes_separators,
@@ -429,7 +430,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
         if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
             continue
         right = grow.match(text, match.end())
-        end = done = right.end() if right is not None else match.end()
+        end = done = before_escaped_quote(text, right.end() if right else match.end())
         if cut_name(text, start, end, every_letter=True) or folded_separator_before(text, start):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
@@ -449,7 +450,7 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = grow.match(text, match.end())
         done = right.end() if right is not None else match.end()
-        yield start, done
+        yield start, before_escaped_quote(text, done)
 
 
 def _after_device(text: str, start: int) -> bool:
@@ -474,7 +475,7 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     found = ((m.start(1), m.end()) for m in _RELATIVE_START.finditer(text))
     for start, after in first_names(text) if wide else found:
         right = grow.match(text, after)
-        end = right.end() if right is not None else after
+        end = before_escaped_quote(text, right.end() if right is not None else after)
         if is_path(text[start:end]):  # (session 38: a JSON-mixed one too, judged none)
             yield start, end
 

@@ -180,3 +180,51 @@ def test_a_known_file_then_a_backup_mark_is_no_known_file(text: str, paths: list
 def test_the_escape_of_a_closing_quote_is_no_separator(text: str, paths: list[str]) -> None:
     assert _paths(text) == paths
     _agrees_and_holds(text)
+
+
+def _asks(text: str) -> list[str]:
+    return [f.value for f in extract_facts([_message(text, "user")]) if f.kind == "ask"]
+
+
+_WORDS = "word " * 50  # (a blank every 5 characters up to 250)
+
+
+@pytest.mark.parametrize(
+    ("text", "ask"),
+    [
+        # the cap's cut fell inside a word, which the matcher finds nowhere: none now
+        ("a" * 400, None),
+        ("see " + "x" * 400, None),  # (not ``see``: any summary saying "see" holds it)
+        ("please " + "项目" * 200, None),  # (CJK prose with no punctuation)
+        ("x " * 10 + "y" * 390, None),
+        ("fix " + "ß" * 400, None),  # (casefolded ``ss``: more of the word after)
+        ("fix " + "a" * 295 + "ﬁ" * 20, None),  # (a ligature at the cut)
+        ("fixe " + "e\u0301" * 200, None),  # (NFD: the cut between a letter and its accent)
+        # the longest cut in the last 40 % the matcher finds
+        (_WORDS + "x" * 200, _WORDS.rstrip()),
+        (json.dumps({"q": "请" * 200}), json.dumps({"q": "请" * 200})[:296]),  # (at ``\\``)
+        ("ab " * 66 + "cafe\u0301 " * 30, ("ab " * 66 + "cafe\u0301 " * 30)[:299].rstrip()),
+        # as before: the cut at a blank, or after a ``/``
+        ("fix " + "ab/" * 150, ("fix " + "ab/" * 150)[:300]),
+        ("word " * 100, ("word " * 60).rstrip()),
+    ],
+)
+def test_a_long_ask_is_cut_where_the_matcher_finds_it(text: str, ask: str | None) -> None:
+    assert _asks(text) == ([] if ask is None else [ask])
+    _agrees_and_holds(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _WORDS + "x" * 5000,  # (a long turn: its prefix is read)
+        "see " + "x" * 5000,
+        "please " + "fix the bug in app.py now " * 1000,
+        " " * 3000 + _WORDS + "x" * 400,  # (blanks first: the whole turn is read)
+    ],
+)
+def test_a_long_turn_s_ask_reads_its_prefix_as_the_whole(text: str) -> None:
+    # (the reference cuts the whole turn; the extraction reads its first 2,400 characters)
+    asks = _asks(text)
+    assert asks == ([reference.ask_value(text)] if reference.ask_value(text) else [])
+    assert all(fact_in_text(f, text) for f in extract_facts([_message(text, "user")]))

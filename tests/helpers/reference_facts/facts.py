@@ -188,6 +188,24 @@ def _diff_side(text: str, position: int, value: str) -> bool:
     return line.startswith("diff --git ") and one_word
 
 
+def ask_value(text: str) -> str:
+    """Session 39, review 1 of ``audit4``: the turn, its whitespace collapsed, cut to
+    ASK_MAX_CHARS: the cap's cut when the matcher finds it in the turn, else the longest
+    prefix ending in the cap's last 40 % it finds, else none (a cut inside a word is
+    found nowhere: the audit told a live turn's ask LOST)."""
+    whole = WHITESPACE.sub(" ", text).strip()
+    if len(whole) <= ASK_MAX_CHARS:
+        return whole
+    ends = range(ASK_MAX_CHARS, int(ASK_MAX_CHARS * 0.6), -1)
+    cuts = [_cap(whole, ASK_MAX_CHARS), *(whole[:end].rstrip() for end in ends)]
+    return next((cut for cut in cuts if _found_in(cut, text)), "")
+
+
+def _found_in(ask: str, text: str) -> bool:
+    fact = Fact(kind="ask", value=ask, normalized=normalize_fact("ask", ask), message_index=0)
+    return fact_in_text(fact, text)
+
+
 def _cap(text: str, limit: int) -> str:
     """`text` cut to at most `limit` chars, at a space when one is near the end."""
     text = text.strip()
@@ -437,7 +455,7 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
         and not _is_summary(message)
         and not is_acknowledgement(text)
     ):
-        found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
+        found.add("ask", -1, ask_value(text))
     found.scan(text, 0, prose=role in ("user", "assistant"))
     if not (role == "user" and _is_summary(message)):
         found.lines(text, role)

@@ -195,8 +195,9 @@ def _escaped_twice(value: str, windows: bool) -> str | None:
     backslash written four times) that also holds a ``/`` (``src\\\\\\\\app/x.py``,
     ``.\\\\\\\\/setup.py``): the matcher reads a path's separators all single or all
     doubled, so no path, but it finds the name after the last separator (as a JSON-mixed
-    path's, session 38; the tail ``app/x.py`` is no path the text names). Any other
-    uneven run of backslashes names none (``a\\\\\\b``), and so does a UNC start's (as before)."""
+    path's, session 38; the tail ``app/x.py``, which it finds too, would be the stronger
+    fact: review 1, F3, left). Any other uneven run of backslashes names none
+    (``a\\\\\\b``), and so does a UNC start's (as before)."""
     runs = {len(run) for run in BACKSLASH_RUNS.findall(value)}
     if runs != {4} or "/" not in value or value.startswith("\\"):
         return None

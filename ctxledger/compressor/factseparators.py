@@ -86,13 +86,15 @@ def before_escaped_quote(text: str, end: int) -> int:
     """`end`, or one less when an odd run of backslashes ends there before a ``"``: its
     last backslash escapes the quote that ends a JSON string (``…/config.json\\"``),
     no separator of the path before it (session 39, review 1, F1: stripped as one, it
-    made a path's runs uneven, and the path none)."""
+    made a path's runs uneven, and the path none). Not after a dot or dash: the
+    matcher reads a backslash as a ``/``, and ``x.py.\\"`` as ``x.py./"``, a longer
+    name (``factescapes.backslash_after_dots``, session 37)."""
     if not text.startswith('"', end):
         return end
     at = end
     while at > 0 and text[at - 1] == "\\":
         at -= 1
-    return end - 1 if (end - at) % 2 else end
+    return end - 1 if (end - at) % 2 and text[at - 1 : at] not in (".", "-") else end
 
 
 def folded_separator_before(text: str, start: int) -> bool:

@@ -239,7 +239,10 @@ def test_a_long_turn_s_ask_reads_its_prefix_as_the_whole(text: str) -> None:
         r'{"p": "{\"q\": \"src\\u00b2\\\"setup.py..\"}"}',
         r'{"p": "{\"q\": \"Dockerfileapp.py-..\"}"}',
         r'{"p": "{\"q\": \"~\\u2074.\"}"}',
+        # a device path before the escaped quote (the reference read it with the escape)
+        r'"\\\\.\\pipe\\name\"',
+        r'{"p": "{\"q\": \"\\\\.\\uff3ca\\uff0f~data\"}"}',
     ],
 )
-def test_an_escaped_quote_after_dots_keeps_its_reading(text: str) -> None:
+def test_an_escaped_quote_after_dots_or_a_device_path(text: str) -> None:
     _agrees_and_holds(text)

@@ -446,8 +446,8 @@ def span_ends(text: str) -> dict[int, int]:
             windows.append((match.start(), end))  # s38: a JSON-mixed one: none, nor its names
     windows.extend(_unc_spans(text, read))
     for start, end in _device_unc_paths(read):  # session 32
-        if plausible_path(text[start:end]) is not None and not _cut(text, end):
-            windows.append((start, end))
+        if plausible_path(text[start : quote_escape(text, end)]) and not _cut(text, end):
+            windows.append((start, quote_escape(text, end)))
     windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(read))
     # (session 33's second review: none cut at a letter or a mark of any script)
     windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]

@@ -80,9 +80,9 @@ _EXT_ANCHOR = re.compile(
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``) or dashed words
 #: (``Dockerfile-dev``, ``Makefile--OK``: one name to the matcher), ending a sentence;
 #: not before more of a name (nor a ``+``, ``~``, ``@``: ``Makefile~`` is a backup, one
-#: name to the matcher, session 39 review 1). The dashed words are taken whole or not at all, at most
-#: 8 of at most 64 characters (a start reads a bounded stretch: no square time on
-#: ``Makefile-Makefile-…``)
+#: name to the matcher, session 39 review 1). The dashed words are taken whole or not
+#: at all, at most 8 of at most 64 characters (a start reads a bounded stretch: no
+#: square time on ``Makefile-Makefile-…``)
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
     r"(?:\.[a-z0-9]+|(?:-{1,8}" + MORE_NAME + r"{1,64}){1,8}+)?"

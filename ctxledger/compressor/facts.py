@@ -527,8 +527,8 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
 
 def _ask(text: str) -> str:
     """:func:`.ask_cut` of ``WHITESPACE.sub(" ", text)``, reading only a prefix of a long
-    text: collapsing the whitespace of a prefix gives a prefix of the collapsed whole, and
-    the cut reads its first ASK_MAX_CHARS + 1 characters after the leading blank."""
+    text: collapsing the whitespace of a prefix gives a prefix of the collapsed whole; the
+    cut reads its first ASK_MAX_CHARS + 1 characters, the matcher's check the prefix."""
     head = WHITESPACE.sub(" ", text[:_ASK_PREFIX]).lstrip()
     partial = len(text) > _ASK_PREFIX and len(head) > ASK_MAX_CHARS + 1
     return ask_cut(head if partial else WHITESPACE.sub(" ", text), ASK_MAX_CHARS, partial)

@@ -197,9 +197,12 @@ def ask_value(text: str) -> str:
     if len(whole) <= ASK_MAX_CHARS:
         return whole
     ends = range(ASK_MAX_CHARS, int(ASK_MAX_CHARS * 0.6), -1)  # (not inside an ASCII word)
-    ends = [end for end in ends if not re.fullmatch(r"[a-zA-Z0-9_]+", whole[end - 1 : end + 1])]
+    ends = [end for end in ends if not _ASCII_WORD.fullmatch(whole[end - 1 : end + 1])]
     cuts = [_cap(whole, ASK_MAX_CHARS), *(whole[:end].rstrip() for end in ends)]
     return next((cut for cut in cuts if _found_in(cut, text)), "")
+
+
+_ASCII_WORD = re.compile(r"[a-zA-Z0-9_]+")
 
 
 def _found_in(ask: str, text: str) -> bool:

@@ -16,6 +16,7 @@ still disagreed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,8 +24,10 @@ from helpers.reference_facts import facts as reference
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from ctxledger.compressor import factasks
+from ctxledger.compressor.factasks import ASK_MARGIN
 from ctxledger.compressor.factmatch import fact_in_text
-from ctxledger.compressor.facts import extract_facts
+from ctxledger.compressor.facts import ASK_MAX_CHARS, extract_facts
 
 ROLES = ("user", "tool", "assistant")
 
@@ -228,6 +231,45 @@ def test_a_long_turn_s_ask_reads_its_prefix_as_the_whole(text: str) -> None:
     asks = _asks(text)
     assert asks == ([reference.ask_value(text)] if reference.ask_value(text) else [])
     assert all(fact_in_text(f, text) for f in extract_facts([_message(text, "user")]))
+
+
+_Q = "q" + "ab" * 100  # (201 characters: a prefix that recurs later at a boundary)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # review 2 of audit4 (F2, F3): a cut the matcher finds only where it recurs after
+        # the turn's first 2,400 characters (or after an ASCII word run) is no match at
+        # the turn's start: no ask, in the code and in the reference (which was the cut)
+        "b" * 400 + " " + "x " * 1500 + "b" * 300 + " end",
+        "请" * 400 + "。" + "x " * 1500 + "请" * 300 + "。",
+        _Q + "cdefg" * 30 + " " + _Q + ". end",
+    ],
+)
+def test_a_long_turn_s_ask_is_matched_at_its_start(text: str) -> None:
+    assert _asks(text) == [] and reference.ask_value(text) == ""
+
+
+def test_a_long_turn_s_ask_cut_reads_a_bounded_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    # review 2 of audit4 (F1): blanks then a word run: the cut was searched for in the
+    # whole turn (~120 scans of it, 18x main at 10 MB); now only in its first characters
+    seen: list[int] = []
+
+    def spy(function: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
+            seen.append(max(len(arg) for arg in args))
+            return function(*args)
+
+        return counted
+
+    for name in ("normalize", "matches_at_start", "contains"):  # (what factasks reads)
+        if hasattr(factasks, name):
+            monkeypatch.setattr(factasks, name, spy(getattr(factasks, name)))
+    for text in (" " * 3000 + "请" * 50_000, ("a" + " " * 60 + "\n") * 60 + "请" * 50_000):
+        seen.clear()
+        assert _asks(text) == []
+        assert seen and max(seen) <= ASK_MAX_CHARS + ASK_MARGIN + 1
 
 
 @pytest.mark.parametrize(

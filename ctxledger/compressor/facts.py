@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ctxledger.compressor.factasks import ask_cut, is_acknowledgement
+from ctxledger.compressor.factasks import ASK_MARGIN, ask_cut, is_acknowledgement
 from ctxledger.compressor.factbounds import VERSION_RANGE_END, VERSION_SUFFIX, prerelease_end
 from ctxledger.compressor.factfences import code_spans, needed_blocks
 from ctxledger.compressor.factkinds import (
@@ -526,12 +526,14 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
 
 
 def _ask(text: str) -> str:
-    """:func:`.ask_cut` of ``WHITESPACE.sub(" ", text)``, reading only a prefix of a long
-    text: collapsing the whitespace of a prefix gives a prefix of the collapsed whole; the
-    cut reads its first ASK_MAX_CHARS + 1 characters, the matcher's check the prefix."""
-    head = WHITESPACE.sub(" ", text[:_ASK_PREFIX]).lstrip()
-    partial = len(text) > _ASK_PREFIX and len(head) > ASK_MAX_CHARS + 1
-    return ask_cut(head if partial else WHITESPACE.sub(" ", text), ASK_MAX_CHARS, partial)
+    """:func:`.ask_cut` of ``WHITESPACE.sub(" ", text)``: of a long text's prefix that
+    collapses to over ASK_MAX_CHARS + ASK_MARGIN characters (a prefix of the whole's)."""
+    size = _ASK_PREFIX
+    while size < len(text):  # (a longer prefix while its whitespace collapses it away)
+        if len(head := WHITESPACE.sub(" ", text[:size]).strip()) > ASK_MAX_CHARS + ASK_MARGIN:
+            return ask_cut(head, ASK_MAX_CHARS, True)
+        size *= 4
+    return ask_cut(WHITESPACE.sub(" ", text), ASK_MAX_CHARS, False)
 
 
 _ASK_PREFIX = 8 * ASK_MAX_CHARS

@@ -25,6 +25,7 @@ from typing import Any
 
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
 from ctxledger.compressor.factasks import is_acknowledgement
+from ctxledger.compressor.factbounds import matches_at_start
 from ctxledger.compressor.factmatch import (
     WHITESPACE,
     Fact,
@@ -190,24 +191,21 @@ def _diff_side(text: str, position: int, value: str) -> bool:
 
 def ask_value(text: str) -> str:
     """Session 39, review 1 of ``audit4``: the turn, its whitespace collapsed, cut to
-    ASK_MAX_CHARS: the cap's cut when the matcher finds it in the turn, else the longest
-    prefix ending in the cap's last 40 % it finds, else none (a cut inside a word is
-    found nowhere: the audit told a live turn's ask LOST)."""
+    ASK_MAX_CHARS: the cap's cut when the matcher matches it at the turn's start, else
+    the longest prefix ending in the cap's last 40 % it matches there, else none (a cut
+    inside a word is found nowhere: the audit told a live turn's ask LOST).
+
+    Review 2: "at the start" is read in the turn's first ASK_MAX_CHARS + 64 characters,
+    then ``_`` when more follows (more of a word). Every end is tried here (the code
+    skips ends inside an ASCII word: never a match at the start)."""
     whole = WHITESPACE.sub(" ", text).strip()
     if len(whole) <= ASK_MAX_CHARS:
         return whole
-    ends = range(ASK_MAX_CHARS, int(ASK_MAX_CHARS * 0.6), -1)  # (not inside an ASCII word)
-    ends = [end for end in ends if not _ASCII_WORD.fullmatch(whole[end - 1 : end + 1])]
+    window = whole[: ASK_MAX_CHARS + 64]
+    start = normalize(window) + ("_" if len(whole) > len(window) else "")
+    ends = range(ASK_MAX_CHARS, int(ASK_MAX_CHARS * 0.6), -1)
     cuts = [_cap(whole, ASK_MAX_CHARS), *(whole[:end].rstrip() for end in ends)]
-    return next((cut for cut in cuts if _found_in(cut, text)), "")
-
-
-_ASCII_WORD = re.compile(r"[a-zA-Z0-9_]+")
-
-
-def _found_in(ask: str, text: str) -> bool:
-    fact = Fact(kind="ask", value=ask, normalized=normalize_fact("ask", ask), message_index=0)
-    return fact_in_text(fact, text)
+    return next((cut for cut in cuts if matches_at_start(start, normalize_fact("ask", cut))), "")
 
 
 def _cap(text: str, limit: int) -> str:

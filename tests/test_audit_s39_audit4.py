@@ -16,6 +16,7 @@ still disagreed.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -245,10 +246,39 @@ _Q = "q" + "ab" * 100  # (201 characters: a prefix that recurs later at a bounda
         "b" * 400 + " " + "x " * 1500 + "b" * 300 + " end",
         "请" * 400 + "。" + "x " * 1500 + "请" * 300 + "。",
         _Q + "cdefg" * 30 + " " + _Q + ". end",
+        # the window ends before a char NFKC composes with nothing: cut inside 70 marks
+        # (``\u0301`` after them composes with the ``İ``), it took the cut: lost in the turn
+        "e\u0301 "
+        + "\u3099" * 80
+        + "\xb2"
+        + "\u3099" * 80
+        + "abab -\xdf\u304bworde\u0301x.py"
+        + "ab" * 50
+        + "\xe9.\u0301\u0327x.py\u0130x.pya\u0130"
+        + "\u0316" * 70
+        + "\u0301\u0301\u0327\u0301\xdf\xe9"
+        + "\u3099" * 47
+        + " end",
     ],
 )
 def test_a_long_turn_s_ask_is_matched_at_its_start(text: str) -> None:
     assert _asks(text) == [] and reference.ask_value(text) == ""
+
+
+def test_the_ask_window_ends_before_a_char_nfkc_composes_with_nothing() -> None:
+    # (the window's normalization is a prefix of the turn's: no char of _STARTER has or
+    # maps to a combining mark, and none is the second of a canonical composition pair)
+    starters = [chr(c) for c in range(0x30000) if factasks._STARTER.match(chr(c))]
+    assert all(
+        not any(unicodedata.combining(x) for x in unicodedata.normalize("NFKC", char))
+        for char in starters
+    )
+    seconds = {
+        part.split()[1]
+        for part in map(unicodedata.decomposition, map(chr, range(0x30000)))
+        if part and not part.startswith("<") and len(part.split()) == 2
+    }
+    assert not {f"{ord(char):04X}" for char in starters} & seconds
 
 
 def test_a_long_turn_s_ask_cut_reads_a_bounded_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,7 +66,8 @@ def ask_cut(text: str, limit: int, partial: bool) -> str:
     would be an ask any summary saying "see" keeps: none instead.
 
     Review 2: each cut is checked only as a match at position 0 of the turn's first
-    ``limit + ASK_MARGIN`` characters, normalized once, then ``_`` when more follows
+    ``limit + ASK_MARGIN`` characters or fewer (up to a :data:`_STARTER`; none: no ask),
+    normalized once, then ``_`` when more follows
     (read as more of a word: no match ends at the window's end). A search of the whole
     turn cost ~120 scans of it when no cut was found (18x main on ``" " * 3000 + "请" *
     10M``), and found cuts only because they recur later (code and reference disagreed).
@@ -77,8 +78,10 @@ def ask_cut(text: str, limit: int, partial: bool) -> str:
     whole = text.strip()
     if len(whole) <= limit:
         return value
-    window = whole[: limit + ASK_MARGIN]
-    haystack = normalize(window) + ("_" if partial or len(whole) > len(window) else "")
+    end = len(whole) if len(whole) <= limit + ASK_MARGIN else _window_end(whole, limit)
+    if end < 0:
+        return ""  # (no char after the cap whose NFKC is independent of what precedes it)
+    haystack = normalize(whole[:end]) + ("_" if partial or len(whole) > end else "")
     if matches_at_start(haystack, normalize(value)):
         return value
     for end in range(limit, int(limit * 0.6), -1):
@@ -90,8 +93,23 @@ def ask_cut(text: str, limit: int, partial: bool) -> str:
     return ""
 
 
-#: characters after the cap read with it (the matcher's look past a match's end, NFKC
-#: composing across the cut); a prefix of a turn must hold at least ``limit`` + this many
+def _window_end(whole: str, limit: int) -> int:
+    """The last end in ``limit + 1 .. limit + ASK_MARGIN`` before a :data:`_STARTER`, or -1."""
+    return next(
+        (end for end in range(limit + ASK_MARGIN, limit, -1) if _STARTER.match(whole, end)), -1
+    )
+
+
+#: characters after the cap read with it (the matcher's look past a match's end); a
+#: prefix of a turn must hold more than ``limit`` + this many
 ASK_MARGIN = 64
+#: characters NFKC neither reorders nor composes with what precedes them, nor maps to one
+#: that does (ASCII, CJK ideographs and punctuation, kana, Hangul syllables, full-width
+#: ASCII): the window ends before one, so its normalization is a prefix of the turn's (a
+#: window cut inside a run of combining marks was read as its own cut: lost in the turn)
+_STARTER = re.compile(
+    "[\x00-\x7f\u3000-\u3029\u3030-\u303f\u3041-\u3096\u30a1-\u30fa\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7a3\uff01-\uff5e]"
+)
 #: two ASCII word characters: no cut between them (NFKC and case folding keep them so)
 _ASCII_WORD = re.compile(r"[A-Za-z0-9_]{2}")

@@ -123,7 +123,8 @@ _REFERENCE_IMPORTS = {
     },
     "factpaths.py": {"factpathrules.EXTENSIONS", "factpathrules.SECOND_SUFFIXES"},
     "facts.py": {
-        "factasks.is_acknowledgement", "factmatch.WHITESPACE", "factmatch.Fact",
+        "factasks.is_acknowledgement", "factbounds.matches_at_start", "factmatch.WHITESPACE",
+        "factmatch.Fact",
         "factmatch.fact_in_text", "factmatch.normalize", "factmatch.normalize_fact",
         "factmatch.retention", "facts._NUMBER_PATTERNS", "facts._VERSION_AFTER_NAME",
         "facts.VERSION_RANGE_TO", "toolcalls.COMMAND_KEYS", "toolcalls.EDITOR_TOOLS",

@@ -396,6 +396,12 @@ def contains(haystack: str, needle: str, *, path: bool = False, windows: bool = 
     return False
 
 
+def matches_at_start(haystack: str, needle: str) -> bool:
+    """Whether normalized `needle` (no path) is a match at the start of `haystack`: the
+    occurrence at position 0 only (a long turn's ask cut, :func:`.factasks.ask_cut`)."""
+    return bool(needle) and haystack.startswith(needle) and _accepted(haystack, 0, needle, False)
+
+
 #: what is not a word char to :func:`is_word` (tested on every code point)
 _NON_WORD = re.compile(r"\W")
 

@@ -97,8 +97,9 @@ SECOND_SUFFIXES = (
 MORE_NAME = "[^\\W" + SUPERSCRIPT_DIGITS + "]"
 #: more of a name after a name's end: a ``.``, maybe dots and dashes, then a word
 #: character, ``+``, ``~``, ``@``, ``/`` or ``\\`` (the matcher reads ``app.py..+r`` as
-#: one name, and ``app.py.\\x`` as ``app.py./x``: session 37)
-MORE_AFTER_DOT = r"\.[.\-]*[\w+~@/\\]"
+#: one name, and ``app.py.\\x`` as ``app.py./x``: session 37); not a superscript digit,
+#: a blank to the matcher (``app.py.² x``: session 39)
+MORE_AFTER_DOT = r"\.[.\-]*(?:" + MORE_NAME + r"|[+~@/\\])"
 #: dotfiles named bare (``.env``, ``.bashrc``): a closed list, since a dot before a word
 #: is also a method call (``.filter(``), a CSS class (``.header``) or a name (``.NET``)
 DOTFILE = re.compile(
@@ -168,18 +169,39 @@ def plausible_path(raw: str) -> str | None:
     value = raw.rstrip(".-,:")
     windows = _DRIVE.match(value) is not None
     if "\\" in value and not _uniform(value):
-        return None  # (``a\\\\\\b``: the matcher reads single or doubled separators)
+        return _escaped_twice(value, windows)  # (``a\\\\\\b``: none)
     if windows or value.startswith((".\\", "..\\", "~\\")):
         single = DOUBLED_BACKSLASHES.sub("\\\\", value) if "\\\\" in value else value
         posix = single.replace("\\", "/")
         if _plausible(posix[2:] if windows else posix) is None:
             return None
+        if not windows and _EMPTY_AFTER_DOTS.match(posix):
+            return _file_name(value, True)  # (session 39: ``.\\/x.log`` is no ``/x.log``)
         return single if single is value or single_separators(value) else _file_name(value, True)
     if value.startswith("\\\\"):
         return _unc(value)
     if "\\" in value:
         return _relative_windows(value)
     return _plausible(value)
+
+
+#: leading ``./`` pieces, then a ``/``: a path whose normalized fact (they dropped) would
+#: start at the root (``.\\/x.log`` is ``.//x.log``: ``/x.log``, which the text does not hold)
+_EMPTY_AFTER_DOTS = re.compile(r"(?:\./)+/")
+
+
+def _escaped_twice(value: str, windows: bool) -> str | None:
+    """Session 39: the file's name ending a path a JSON string escaped twice (each
+    backslash written four times) that also holds a ``/`` (``src\\\\\\\\app/x.py``,
+    ``.\\\\\\\\/setup.py``): the matcher reads a path's separators all single or all
+    doubled, so no path, but it finds the name after the last separator (as a JSON-mixed
+    path's, session 38; the tail ``app/x.py``, which it finds too, would be the stronger
+    fact: review 1, F3, left). Any other uneven run of backslashes names none
+    (``a\\\\\\b``), and so does a UNC start's (as before)."""
+    runs = {len(run) for run in BACKSLASH_RUNS.findall(value)}
+    if runs != {4} or "/" not in value or value.startswith("\\"):
+        return None
+    return _file_name(value, windows or value.startswith((".", "~")))
 
 
 def _uniform(value: str) -> bool:

@@ -43,6 +43,7 @@ from ctxledger.compressor.factpathrules import SECOND_SUFFIXES as _SECOND_SUFFIX
 from ctxledger.compressor.factscan import LONG_TEXT  # (read as this module's name: tests lower it)
 from ctxledger.compressor.factsed import range_spans, sed_spans
 from ctxledger.compressor.factseparators import (
+    before_escaped_quote,
     escape_letter_before_colon,
     folded_separator_before,
     mixes_separators,
@@ -74,17 +75,18 @@ PATH_CHARS = _PATH_CHARS
 #: in its own text, which reads dots and dashes before more of a name as part of it)
 _EXT_ANCHOR = re.compile(
     rf"\.(?:{_EXTENSIONS})(?:\.(?:{_SECOND_SUFFIXES}))*"
-    rf"(?!{MORE_NAME}|[+~@(/]|-(?![.\-]*(?:\s|\Z))|{_MORE_AFTER_DOT})"
+    rf"(?!{MORE_NAME}|[+~@(/]|-(?![.\-]*(?:[\s{SUPERSCRIPT_DIGITS}]|\Z))|{_MORE_AFTER_DOT})"
 )
 #: a known file name, with one lower-case suffix (``Dockerfile.dev``) or dashed words
 #: (``Dockerfile-dev``, ``Makefile--OK``: one name to the matcher), ending a sentence;
-#: not before more of a name. The dashed words are taken whole or not at all, at most
-#: 8 of at most 64 characters (a start reads a bounded stretch: no square time on
-#: ``Makefile-Makefile-…``)
+#: not before more of a name (nor a ``+``, ``~``, ``@``: ``Makefile~`` is a backup, one
+#: name to the matcher, session 39 review 1). The dashed words are taken whole or not
+#: at all, at most 8 of at most 64 characters (a start reads a bounded stretch: no
+#: square time on ``Makefile-Makefile-…``)
 _KNOWN_FILE = re.compile(
     r"(?:Makefile|Dockerfile|Gemfile|Procfile|Rakefile|Vagrantfile|Jenkinsfile)"
     r"(?:\.[a-z0-9]+|(?:-{1,8}" + MORE_NAME + r"{1,64}){1,8}+)?"
-    r"(?!" + MORE_NAME + "|" + _MORE_AFTER_DOT + r"|-[.\-]*[\w+~@])"
+    r"(?!" + MORE_NAME + "|" + _MORE_AFTER_DOT + r"|[+~@]|-[.\-]*(?:" + MORE_NAME + r"|[+~@]))"
 )
 #: where a Windows path starts: a drive (``C:\\``, ``D:/``), ``.\\``, ``..\\`` or ``~\\``
 _WINDOWS_ANCHOR = re.compile(r":[\\/]|(?:\.\.?|~)\\")
@@ -428,7 +430,7 @@ def _unc_spans(text: str) -> Iterator[tuple[int, int]]:
         if start < done:  # (a ``$\\\\x`` inside the last one: grown over, not one of its own)
             continue
         right = grow.match(text, match.end())
-        end = done = right.end() if right is not None else match.end()
+        end = done = before_escaped_quote(text, right.end() if right else match.end())
         if cut_name(text, start, end, every_letter=True) or folded_separator_before(text, start):
             continue  # (a name cut at a letter it cannot grow over: ``\\\\.\\pipe\\réseau``)
         if is_path(text[start:end]):
@@ -448,7 +450,7 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         right = grow.match(text, match.end())
         done = right.end() if right is not None else match.end()
-        yield start, done
+        yield start, before_escaped_quote(text, done)
 
 
 def _after_device(text: str, start: int) -> bool:
@@ -473,7 +475,7 @@ def _relative_spans(text: str) -> Iterator[tuple[int, int]]:
     found = ((m.start(1), m.end()) for m in _RELATIVE_START.finditer(text))
     for start, after in first_names(text) if wide else found:
         right = grow.match(text, after)
-        end = right.end() if right is not None else after
+        end = before_escaped_quote(text, right.end() if right is not None else after)
         if is_path(text[start:end]):  # (session 38: a JSON-mixed one too, judged none)
             yield start, end
 

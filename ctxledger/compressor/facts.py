@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ctxledger.compressor.factasks import is_acknowledgement
+from ctxledger.compressor.factasks import ASK_MARGIN, ask_cut, is_acknowledgement
 from ctxledger.compressor.factbounds import VERSION_RANGE_END, VERSION_SUFFIX, prerelease_end
 from ctxledger.compressor.factfences import code_spans, needed_blocks
 from ctxledger.compressor.factkinds import (
@@ -526,15 +526,14 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
 
 
 def _ask(text: str) -> str:
-    """``_cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS)``, reading only a prefix of a long text.
-
-    Collapsing the whitespace of a prefix gives a prefix of the collapsed whole, and
-    the cap reads only its first ASK_MAX_CHARS + 1 characters after the leading blank.
-    """
-    head = WHITESPACE.sub(" ", text[:_ASK_PREFIX]).lstrip()
-    if len(text) > _ASK_PREFIX and len(head) > ASK_MAX_CHARS + 1:
-        return _cap(head, ASK_MAX_CHARS)
-    return _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS)
+    """:func:`.ask_cut` of ``WHITESPACE.sub(" ", text)``: of a long text's prefix that
+    collapses to over ASK_MAX_CHARS + ASK_MARGIN characters (a prefix of the whole's)."""
+    size = _ASK_PREFIX
+    while size < len(text):  # (a longer prefix while its whitespace collapses it away)
+        if len(head := WHITESPACE.sub(" ", text[:size]).strip()) > ASK_MAX_CHARS + ASK_MARGIN:
+            return ask_cut(head, ASK_MAX_CHARS, True)
+        size *= 4
+    return ask_cut(WHITESPACE.sub(" ", text), ASK_MAX_CHARS, False)
 
 
 _ASK_PREFIX = 8 * ASK_MAX_CHARS

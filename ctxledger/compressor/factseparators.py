@@ -32,6 +32,7 @@ from ctxledger.compressor.factletters import matcher_fold
 __all__ = [
     "BACKSLASH_RUNS",
     "DOUBLED_BACKSLASHES",
+    "before_escaped_quote",
     "escape_letter_before_colon",
     "folded_separator_before",
     "mixes_separators",
@@ -75,9 +76,25 @@ def mixes_separators(raw: str) -> bool:
     value = raw.rstrip(".-,:")
     if "\\\\" not in value or "/" not in value:
         return False
-    # (each backslash doubled: a run of another length reads its names alone, as before)
-    doubled = all(len(run) == 2 for run in BACKSLASH_RUNS.findall(value))
+    # (each backslash doubled: a run of another length reads its names alone, as before;
+    # separators last aside, as the fact drops them: ``src\\\\a/b.json\\/``, session 39)
+    doubled = all(len(run) == 2 for run in BACKSLASH_RUNS.findall(value.rstrip("/\\")))
     return doubled and single_separators(value) is None
+
+
+def before_escaped_quote(text: str, end: int) -> int:
+    """`end`, or one less when an odd run of backslashes ends there before a ``"``: its
+    last backslash escapes the quote that ends a JSON string (``…/config.json\\"``),
+    no separator of the path before it (session 39, review 1, F1: stripped as one, it
+    made a path's runs uneven, and the path none). Not after a dot or dash: the
+    matcher reads a backslash as a ``/``, and ``x.py.\\"`` as ``x.py./"``, a longer
+    name (``factescapes.backslash_after_dots``, session 37)."""
+    if not text.startswith('"', end):
+        return end
+    at = end
+    while at > 0 and text[at - 1] == "\\":
+        at -= 1
+    return end - 1 if (end - at) % 2 and text[at - 1 : at] not in (".", "-") else end
 
 
 def folded_separator_before(text: str, start: int) -> bool:

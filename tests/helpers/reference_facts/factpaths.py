@@ -26,6 +26,7 @@ from helpers.reference_facts.foldedpaths import (
     tail_of_folder,
     word_beside_when_folded,
 )
+from helpers.reference_facts.mixedpaths import quote_escape  # session 39, review 1
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
 from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
 from helpers.reference_facts.rules import (
@@ -50,8 +51,7 @@ __all__ = [
     "urls",
 ]
 
-# Paths are found from their anchors — a "/" or a known extension — and grown in both
-# directions: a single path regex tried at every position of a tool output is ~10x slower.
+# Paths grow both ways from anchors ("/", a known extension): one regex everywhere is ~10x slower.
 _PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
 # Session 29: a Windows path, plainly (a leading lookbehind tried at every position)
@@ -277,9 +277,10 @@ def _name_ends(text: str, end: int) -> bool:
     while stop < len(text) and text[stop] in ".-":
         stop += 1
     if after == "-":
-        return stop == len(text) or text[stop].isspace()
+        # (session 39: a footnote's superscript digit is a blank to the matcher)
+        return stop == len(text) or text[stop].isspace() or text[stop] in _SUPERSCRIPTS
     # (session 37: a ``\\`` is the matcher's ``/``)
-    return stop == len(text) or not (is_word_char(text[stop]) or text[stop] in "+~@/\\")
+    return stop == len(text) or not (_more_name(text[stop]) or text[stop] in "+~@/\\")
 
 
 def _device_unc_paths(text: str) -> Iterator[tuple[int, int]]:
@@ -436,17 +437,17 @@ def span_ends(text: str) -> dict[int, int]:
     # as name characters (``C:\\Users\\José``): found in the text with each read as ``_``
     read = "".join("_" if ord(c) >= 128 and in_slash_name(c) else c for c in text)
     # a Windows path replaces every span starting inside it (session 29)
-    windows = [match.span() for match in _WINDOWS_PATH.finditer(read)]
+    windows = [(m.start(), quote_escape(text, m.end())) for m in _WINDOWS_PATH.finditer(read)]
     # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
     for match in _RELATIVE_WINDOWS_PATH.finditer(read):
         inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
-        value = text[match.start() : match.end()]
+        value = text[match.start() : (end := quote_escape(text, match.end()))]
         if not inside and (plausible_path(value) is not None or mixed_escaped(value)):
-            windows.append(match.span())  # session 38: a JSON-mixed one is none, its names too
+            windows.append((match.start(), end))  # s38: a JSON-mixed one: none, nor its names
     windows.extend(_unc_spans(text, read))
     for start, end in _device_unc_paths(read):  # session 32
-        if plausible_path(text[start:end]) is not None and not _cut(text, end):
-            windows.append((start, end))
+        if plausible_path(text[start : quote_escape(text, end)]) and not _cut(text, end):
+            windows.append((start, quote_escape(text, end)))
     windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(read))
     # (session 33's second review: none cut at a letter or a mark of any script)
     windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]
@@ -464,11 +465,11 @@ def _unc_spans(text: str, read: str) -> Iterator[tuple[int, int]]:
     none cut at a letter it cannot grow over; session 38: none after a character the
     matcher reads as ``:`` or ``/`` (``：\\\\srv`` is a URL's ``://srv`` to it)."""
     for match in _UNC_PATH.finditer(read):
-        value = text[match.start() : match.end()]
+        value = text[match.start() : (end := quote_escape(text, match.end()))]
         if folds_to_separator(text, match.start()):
             continue
         if plausible_path(value) is not None and not _cut(text, match.end()):
-            yield match.span()
+            yield match.start(), end
 
 
 def _placeholder(value: str) -> bool:

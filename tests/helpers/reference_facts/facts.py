@@ -25,6 +25,7 @@ from typing import Any
 
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
 from ctxledger.compressor.factasks import is_acknowledgement
+from ctxledger.compressor.factbounds import matches_at_start
 from ctxledger.compressor.factmatch import (
     WHITESPACE,
     Fact,
@@ -186,6 +187,38 @@ def _diff_side(text: str, position: int, value: str) -> bool:
     first = line.removeprefix("diff --git ")
     one_word = len(first) > 1 and first.endswith(" ") and " " not in first[:-1]
     return line.startswith("diff --git ") and one_word
+
+
+def ask_value(text: str) -> str:
+    """Session 39, review 1 of ``audit4``: the turn, its whitespace collapsed, cut to
+    ASK_MAX_CHARS: the cap's cut when the matcher matches it at the turn's start, else
+    the longest prefix ending in the cap's last 40 % it matches there, else none (a cut
+    inside a word is found nowhere: the audit told a live turn's ask LOST).
+
+    Review 2: "at the start" is read in the turn's first ASK_MAX_CHARS + 64 characters
+    or fewer: up to the last char there that NFKC composes with nothing before it (none:
+    no ask), then ``_`` when more follows (more of a word). Every end is tried here (the
+    code skips ends inside an ASCII word: never a match at the start)."""
+    whole = WHITESPACE.sub(" ", text).strip()
+    if len(whole) <= ASK_MAX_CHARS:
+        return whole
+    size = len(whole)
+    if size > ASK_MAX_CHARS + 64:
+        safe = [e for e in range(ASK_MAX_CHARS + 1, ASK_MAX_CHARS + 65) if _SAFE.match(whole[e])]
+        if not safe:
+            return ""
+        size = safe[-1]
+    start = normalize(whole[:size]) + ("_" if len(whole) > size else "")
+    ends = range(ASK_MAX_CHARS, int(ASK_MAX_CHARS * 0.6), -1)
+    cuts = [_cap(whole, ASK_MAX_CHARS), *(whole[:end].rstrip() for end in ends)]
+    return next((cut for cut in cuts if matches_at_start(start, normalize_fact("ask", cut))), "")
+
+
+#: ASCII, CJK punctuation and ideographs, kana, Hangul syllables, full-width ASCII
+_SAFE = re.compile(
+    "[\x00-\x7f\u3000-\u3029\u3030-\u303f\u3041-\u3096\u30a1-\u30fa"
+    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uff01-\uff5e]"
+)
 
 
 def _cap(text: str, limit: int) -> str:
@@ -437,7 +470,7 @@ def _message_items(message: Mapping[str, Any]) -> list[_Item]:
         and not _is_summary(message)
         and not is_acknowledgement(text)
     ):
-        found.add("ask", -1, _cap(WHITESPACE.sub(" ", text), ASK_MAX_CHARS))
+        found.add("ask", -1, ask_value(text))
     found.scan(text, 0, prose=role in ("user", "assistant"))
     if not (role == "user" and _is_summary(message)):
         found.lines(text, role)

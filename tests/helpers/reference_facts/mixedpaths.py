@@ -33,3 +33,13 @@ def mixed_escaped(raw: str) -> bool:
         rest = rest[3:]
     runs = re.findall(r"\\+", rest)  # (each doubled: a JSON string's; as ``plausible_path``)
     return "/" in rest and bool(runs) and all(len(run) == 2 for run in runs)
+
+
+def quote_escape(text: str, end: int) -> int:
+    """Session 39, review 1 (F1): where a Windows path ending at `end` ends, read before
+    ``\\"``, a JSON string's escaped closing quote: a run of backslashes of odd length
+    before a ``"`` ends with the quote's escape, no separator of the path; but after a
+    ``.`` or ``-`` it is read as one (``x.py.\\"`` is the longer name ``x.py./``)."""
+    run = re.search(r"([.-]?)(\\*)\Z", text[:end])
+    odd = run is not None and len(run.group(2)) % 2 == 1 and not run.group(1)
+    return end - 1 if odd and text[end : end + 1] == '"' else end

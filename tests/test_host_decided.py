@@ -14,6 +14,7 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 from ctxledger.analysis.history import CompressStep, history
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.errors import InvalidInput
@@ -494,3 +495,31 @@ def test_a_host_s_hygiene_at_its_message_limit_replays_by_that_limit(tmp_path: P
         anyio.run(
             lambda: ContextService(ledger, config=HIGH).host_compress(tip, "h", hard_limit=10)
         )
+
+
+def test_a_host_s_replayed_hygiene_is_not_charged_to_the_what_if_s_loop(tmp_path: Path) -> None:
+    """Final review of session 39: a what-if that replays a host's hygiene (Hermes's
+    gateway) as a compaction the recording skipped must not warn that its own loop made
+    a hygiene compaction (under `per_run`, a loop with no hygiene at all)."""
+
+    async def run(ledger: Ledger) -> str:
+        svc = ContextService(ledger)
+        sid = await svc.start_session(model="m", context_length=32_000)
+        for i in range(6):
+            ask = {"role": "user", "content": f"ask {i} " + "word " * 300}
+            reply = {"role": "assistant", "content": f"reply {i} " + "text " * 300}
+            await svc.append(sid, [ask, reply])
+        result = await svc.host_compress(
+            sid, "host hygiene", tokens=30_000, hygiene=True, hard_limit=5_000
+        )
+        assert not result.compressed  # skipped (no progress) under the recorded settings
+        return sid
+
+    config = CompressionConfig(threshold_floor_tokens=0, context_length=32_000)
+    ledger = deterministic_ledger(tmp_path / "l.db", config=config)
+    sid = anyio.run(run, ledger)
+    tighter = msgspec.structs.replace(config, protect_last_n=2, tail_min_messages=2)
+    report = whatif(ledger, sid, config=tighter, loop="per_run")
+    assert [c.trigger for c in report.whatif.compactions] == ["hygiene"]
+    assert report.reproduction is not None
+    assert not [w for w in report.reproduction.warnings if "hygiene compaction" in w]

@@ -80,7 +80,9 @@ def _hygiene_warning(
     what each one judged, as its check recorded it: the last prompt the provider
     counted, else (no count in the session since its last compaction, or none in the
     log) the view's own count, or the hard message limit."""
-    hygiene = [r for r in whatif if r.switch.trigger == "hygiene"]
+    hygiene = [
+        r for r in whatif if r.switch.trigger == "hygiene" and not _host_decided(scratch, r)
+    ]  # (a host's replayed hygiene, Hermes's gateway, is no work of the what-if's loop)
     if not hygiene or any(r.switch.trigger == "hygiene" for r in recorded):
         return []
     judged = collections.Counter(_hygiene_judged(_last_check(scratch, r)) for r in hygiene)

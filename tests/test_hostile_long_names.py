@@ -107,3 +107,28 @@ def test_a_config_variable_naming_no_file_any_can_be_is_one_error(tmp_path: Path
     said = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(said) == 1 and "CTXLEDGER_CONFIG" in said[0] and "too long" in said[0], said
     assert list(tmp_path.iterdir()) == []
+
+
+#: a long name a file could have (components under the system's limit) holding a
+#: backslash, which click's messages quote doubled (final review of session 39)
+NESTED = "/".join(["d\\" + "y" * 200] * 14)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--db", NESTED, "sessions"],
+        ["--db", "DB", "import", NESTED],
+        ["config", "--config", NESTED],
+        ["--db", "DB", "diff", "SES", "SES", "--b-db", NESTED],
+    ],
+    ids=["--db", "import FILE", "config --config", "diff --b-db"],
+)
+def test_a_long_missing_name_is_shown_cut(tmp_path: Path, argv: list[str]) -> None:
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as ledger:
+        sid = ledger.start_session(model="m", context_length=8_192)
+    result = CliRunner().invoke(cli, [{"DB": str(db), "SES": sid}.get(a, a) for a in argv])
+    said = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code in (1, 2) and len(said) == 1, result.output[-500:]
+    assert len(said[0]) < 500 and "…" in said[0], said[0][:600]

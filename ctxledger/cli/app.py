@@ -213,7 +213,9 @@ class FilePath(click.Path):
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:
             text = os.fsdecode(value) if isinstance(value, str | bytes) else str(value)
-            self.fail(exc.message.replace(text, shown_path(text)), param, ctx)
+            shown = shown_path(text)  # (click quotes the name with repr: cut that form too)
+            message = exc.message.replace(repr(text), repr(shown)).replace(text, shown)
+            self.fail(message, param, ctx)
 
 
 class LedgerTargetType(click.ParamType[str, Any]):

@@ -37,7 +37,7 @@ from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.detect import load as load_import
 from ctxledger.importers.detect import read_input_stream
 from ctxledger.importers.model import ImportedSession
-from ctxledger.inputfile import path_exists
+from ctxledger.inputfile import path_exists, shown_path
 from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
@@ -98,7 +98,7 @@ def import_cmd(
         sessions = _from_stdin(text, fmt)
     else:
         if not path_exists(file, "FILE"):
-            raise InvalidInput(f"{file}: no such file")
+            raise InvalidInput(f"{shown_path(file)}: no such file")
         sessions = load_import(file, fmt, max_bytes=max_bytes)
     ledger = state_of(ctx).ledger()
     ids = import_sessions(ledger, sessions, model=model, context_length=context_length)

@@ -119,9 +119,9 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
         return
     _refuse_collapsed_url(text)
     if option is not None:
-        raise InvalidInput(f"{option} {text}: no such ledger file")
+        raise InvalidInput(f"{option} {shown_path(text)}: no such ledger file")
     raise InvalidInput(
-        f"no ledger file at {text} (the ledger is --db, else $CTXLEDGER_DB, else ctxledger.db "
+        f"no ledger file at {shown_path(text)} (the ledger is --db, else $CTXLEDGER_DB, else ctxledger.db "
         "in the user data dir); `ctxledger import FILE` or `ctxledger demo` creates one"
     )
 

@@ -42,6 +42,7 @@ import stat
 import urllib.parse
 
 from ctxledger.errors import LedgerChanged, StorageFullError, StoreError
+from ctxledger.inputfile import shown_path
 
 __all__ = [
     "CHANGED",
@@ -248,7 +249,7 @@ def read_only_target(path: str) -> str | None:
     real = os.path.realpath(path)
     if not os.path.isfile(real):
         raise StoreError(
-            f"no ledger file at {path}: a read-only open reads an existing ledger; nothing "
+            f"no ledger file at {shown_path(path)}: a read-only open reads an existing ledger; nothing "
             "was created"
         )
     if _size(real) == 0 and not os.path.lexists(real + "-wal"):

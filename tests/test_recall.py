@@ -263,6 +263,10 @@ def test_tool_handler_recalls_and_expands_in_pages(chain: tuple[Ledger, str]) ->
         handle_tool_call(ledger, tip, "recall", json.dumps({"query": "pytest", "limit": 3}))
     )
     assert len(found["hits"]) == 3
+    total = len(recall(ledger, tip, "pytest", 100).hits)
+    assert total > 3 and found["more"] is True  # the agent learns it may ask for more
+    every = handle_tool_call(ledger, tip, "recall", json.dumps({"query": "pytest", "limit": 50}))
+    assert json.loads(every)["more"] is (total > 50)
     cid = chain_compactions(ledger, tip)[0].compaction_id
     page = json.loads(
         handle_tool_call(

@@ -95,7 +95,8 @@ def _cut(message: JSON, max_chars: int) -> JSON:
 
 def _tool_recall(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JSON:
     result = recall(ledger, session_id, str(args.get("query") or ""), _int_arg(args, "limit", 8))
-    return {"match": result.match, "hits": msgspec.to_builtins(result.hits)}
+    # (`more`: older messages match too; the agent may ask again with a larger limit)
+    return {"match": result.match, "hits": msgspec.to_builtins(result.hits), "more": result.more}
 
 
 def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JSON:

@@ -28,6 +28,7 @@ from helpers.import_fixtures import (
     openai_conversation,
     sharegpt_record,
 )
+from helpers.strategies import json_places
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,22 +58,11 @@ _VALUE = st.one_of(
 )
 
 
-def _places(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [at]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out += _places(item, (*at, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out += _places(item, (*at, i))
-    return out
-
-
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     fmt = draw(st.sampled_from(sorted(FIXTURES)))
     doc = copy.deepcopy(FIXTURES[fmt])
-    at = draw(st.sampled_from(_places(doc)[1:]))
+    at = draw(st.sampled_from(json_places(doc)[1:]))
     parent = doc
     for key in at[:-1]:
         parent = parent[key]
@@ -129,7 +119,7 @@ def _shapes() -> list[tuple[str, str]]:
     """Every fixture with one of its objects or lists replaced by a text or by null."""
     out: list[tuple[str, str]] = []
     for fmt, fixture in FIXTURES.items():
-        for at in _places(fixture)[1:]:
+        for at in json_places(fixture)[1:]:
             doc = copy.deepcopy(fixture)
             parent = doc
             for key in at[:-1]:

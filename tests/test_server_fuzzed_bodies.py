@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 from helpers.server_rig import rig
+from helpers.strategies import json_places
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -64,23 +65,12 @@ _VALUE = st.recursive(
 )
 
 
-def _places(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [at]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out += _places(item, (*at, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out += _places(item, (*at, i))
-    return out
-
-
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     path, body = draw(st.sampled_from(BODIES))
     body = copy.deepcopy(body)
     for _ in range(draw(st.integers(1, 3))):
-        places = _places(body)[1:]
+        places = json_places(body)[1:]
         if not places:
             break
         at = draw(st.sampled_from(places))

@@ -285,3 +285,16 @@ def planner_sessions(draw: st.DrawFn) -> list[Message]:
         else:
             messages[at] = markers.merge_summary(messages[at], body)
     return messages
+
+
+def json_places(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON `value` as a key path, the whole value first (``()``): where
+    a fuzzing test may put something else."""
+    out = [at]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += json_places(item, (*at, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out += json_places(item, (*at, i))
+    return out

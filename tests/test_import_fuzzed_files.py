@@ -28,7 +28,7 @@ from helpers.import_fixtures import (
     openai_conversation,
     sharegpt_record,
 )
-from helpers.strategies import json_places
+from helpers.strategies import json_places, mutate_once
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,23 +58,19 @@ _VALUE = st.one_of(
 )
 
 
+def _add_inside(draw: st.DrawFn, parent: Any, key: Any) -> None:
+    """An "add" puts a value into the object or list at the place."""
+    if isinstance(parent[key], dict):
+        parent[key][draw(st.sampled_from(["type", "role", "content", "id", "x"]))] = draw(_VALUE)
+    elif isinstance(parent[key], list):
+        parent[key].append(draw(_VALUE))
+
+
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
     fmt = draw(st.sampled_from(sorted(FIXTURES)))
     doc = copy.deepcopy(FIXTURES[fmt])
-    at = draw(st.sampled_from(json_places(doc)[1:]))
-    parent = doc
-    for key in at[:-1]:
-        parent = parent[key]
-    how = draw(st.sampled_from(["set", "drop", "add"]))
-    if how == "set":
-        parent[at[-1]] = draw(_VALUE)
-    elif how == "drop":
-        del parent[at[-1]]
-    elif isinstance(parent[at[-1]], dict):
-        parent[at[-1]][draw(st.sampled_from(["type", "role", "content", "id", "x"]))] = draw(_VALUE)
-    elif isinstance(parent[at[-1]], list):
-        parent[at[-1]].append(draw(_VALUE))
+    mutate_once(draw, doc, _VALUE, _add_inside)
     lines = [doc] if fmt in ("openai", "anthropic") else doc
     text = "\n".join(json.dumps(line) for line in lines)
     return fmt, text.encode("utf-8", "surrogatepass")

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 from helpers.server_rig import rig
-from helpers.strategies import json_places
+from helpers.strategies import mutate_once
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -65,27 +65,21 @@ _VALUE = st.recursive(
 )
 
 
+def _add_beside(draw: st.DrawFn, parent: Any, key: Any) -> None:
+    """An "add" puts a value beside the place: a new key, or an item before it."""
+    if isinstance(parent, dict):
+        parent[draw(st.text(max_size=6))] = draw(_VALUE)
+    else:
+        parent.insert(key, draw(_VALUE))
+
+
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     path, body = draw(st.sampled_from(BODIES))
     body = copy.deepcopy(body)
     for _ in range(draw(st.integers(1, 3))):
-        places = json_places(body)[1:]
-        if not places:
+        if not mutate_once(draw, body, _VALUE, _add_beside):
             break
-        at = draw(st.sampled_from(places))
-        parent: Any = body
-        for key in at[:-1]:
-            parent = parent[key]
-        how = draw(st.sampled_from(["set", "drop", "add"]))
-        if how == "set":
-            parent[at[-1]] = draw(_VALUE)
-        elif how == "drop":
-            del parent[at[-1]]
-        elif isinstance(parent, dict):
-            parent[draw(st.text(max_size=6))] = draw(_VALUE)
-        else:
-            parent.insert(at[-1], draw(_VALUE))
     return path, body
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -298,3 +299,29 @@ def json_places(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         for i, item in enumerate(value):
             out += json_places(item, (*at, i))
     return out
+
+
+def mutate_once(
+    draw: st.DrawFn,
+    doc: Any,
+    values: st.SearchStrategy[Any],
+    add: Callable[[st.DrawFn, Any, Any], None],
+) -> bool:
+    """Change one place of the JSON `doc` in place, drawn from :func:`json_places`: set it
+    to one of `values`, drop it, or `add(draw, parent, key)` something there; False when
+    `doc` has no place but itself."""
+    places = json_places(doc)[1:]
+    if not places:
+        return False
+    at = draw(st.sampled_from(places))
+    parent = doc
+    for key in at[:-1]:
+        parent = parent[key]
+    how = draw(st.sampled_from(["set", "drop", "add"]))
+    if how == "set":
+        parent[at[-1]] = draw(values)
+    elif how == "drop":
+        del parent[at[-1]]
+    else:
+        add(draw, parent, at[-1])
+    return True

@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.hermes_run import run_hermes_script
+from helpers.hermes_run import script_ledger
 
-from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
 from ctxledger.events import CompressionChecked, MessageAppended, SessionSwitched
@@ -34,12 +33,9 @@ def _key(message: dict) -> tuple:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("hermes")
-    run_hermes_script("hermes_scenario.py", workdir, str(TURNS), timeout=900)
-    result = json.loads((workdir / "result.json").read_text())
-    ledger = Ledger.open(result["db"])
-    yield result, ledger
-    ledger.close()
+    yield from script_ledger(
+        tmp_path_factory, "hermes_scenario.py", "result.json", str(TURNS), timeout=900
+    )
 
 
 def test_hermes_loads_the_plugin_engine_with_its_tools(run):

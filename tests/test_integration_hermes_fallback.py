@@ -7,12 +7,9 @@ fourth refusal was taken as one Hermes gives up on: ``preflight`` and a model sw
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from helpers.hermes_run import run_hermes_script
+from helpers.hermes_run import script_ledger
 
-from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.events import (
     CompressionChecked,
@@ -24,12 +21,7 @@ from ctxledger.events import (
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("hermes-fallback")
-    run_hermes_script("hermes_fallback.py", workdir)
-    result = json.loads((workdir / "fallback.json").read_text())
-    ledger = Ledger.open(result["db"])
-    yield result, ledger
-    ledger.close()
+    yield from script_ledger(tmp_path_factory, "hermes_fallback.py", "fallback.json")
 
 
 def test_a_refusal_after_a_fallback_is_answered_and_recorded_as_overflow(run):

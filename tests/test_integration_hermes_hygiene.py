@@ -5,12 +5,9 @@ before: Hermes gives the engine no sign but its own call stack)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from helpers.hermes_run import run_hermes_script
+from helpers.hermes_run import script_ledger
 
-from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
 from ctxledger.events import CompressionChecked, SessionStarted, SessionSwitched
@@ -18,12 +15,7 @@ from ctxledger.events import CompressionChecked, SessionStarted, SessionSwitched
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("hermes-hygiene")
-    run_hermes_script("hermes_hygiene.py", workdir)
-    result = json.loads((workdir / "hygiene.json").read_text())
-    ledger = Ledger.open(result["db"])
-    yield result, ledger
-    ledger.close()
+    yield from script_ledger(tmp_path_factory, "hermes_hygiene.py", "hygiene.json")
 
 
 def test_the_gateway_s_hygiene_is_recorded_as_hygiene(run):

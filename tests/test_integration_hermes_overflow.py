@@ -5,12 +5,9 @@ having said yes, and the ledger records it as what it was, ``overflow`` (session
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from helpers.hermes_run import run_hermes_script
+from helpers.hermes_run import script_ledger
 
-from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
 from ctxledger.events import CompressionChecked, ContextLimitLearned, SessionSwitched
@@ -18,12 +15,7 @@ from ctxledger.events import CompressionChecked, ContextLimitLearned, SessionSwi
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("hermes-overflow")
-    run_hermes_script("hermes_overflow.py", workdir)
-    result = json.loads((workdir / "overflow.json").read_text())
-    ledger = Ledger.open(result["db"])
-    yield result, ledger
-    ledger.close()
+    yield from script_ledger(tmp_path_factory, "hermes_overflow.py", "overflow.json")
 
 
 def _said(message: dict) -> tuple:

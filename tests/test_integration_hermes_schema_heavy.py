@@ -8,12 +8,9 @@ before sending it (3 compactions in one turn); now once (session 38)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from helpers.hermes_run import run_hermes_script
+from helpers.hermes_run import script_ledger
 
-from ctxledger import Ledger
 from ctxledger.analysis.replay import verify_compactions
 from ctxledger.analysis.whatif import whatif
 from ctxledger.events import SessionSwitched, UsageReported
@@ -21,12 +18,7 @@ from ctxledger.events import SessionSwitched, UsageReported
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("hermes-heavy")
-    run_hermes_script("hermes_schema_heavy.py", workdir)
-    result = json.loads((workdir / "heavy.json").read_text())
-    ledger = Ledger.open(result["db"])
-    yield result, ledger
-    ledger.close()
+    yield from script_ledger(tmp_path_factory, "hermes_schema_heavy.py", "heavy.json")
 
 
 def test_the_compacted_request_is_sent_before_its_estimate_compacts_it_again(run):

@@ -4,10 +4,14 @@ from the Hermes integration tests: the interpreter, an environment without this 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from ctxledger import Ledger
 from helpers.frameworks import missing
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -48,3 +52,19 @@ def run_hermes(
 def run_hermes_script(name: str, workdir: Path, *args: str, timeout: int = 300) -> None:
     """``tests/NAME WORKDIR ARGS`` under the Hermes venv (see :func:`run_hermes`)."""
     run_hermes([str(ROOT / "tests" / name), str(workdir), *args], workdir, timeout=timeout)
+
+
+def script_ledger(
+    tmp_path_factory: Any, name: str, out: str, *args: str, timeout: int = 300
+) -> Iterator[tuple[dict[str, Any], Ledger]]:
+    """A module fixture's body: run ``tests/NAME`` (:func:`run_hermes_script`) in a fresh
+    directory, read the JSON it wrote to `out` there, and yield it with its ledger
+    (``result["db"]``), closed after."""
+    workdir = tmp_path_factory.mktemp(Path(name).stem)
+    run_hermes_script(name, workdir, *args, timeout=timeout)
+    result = json.loads((workdir / out).read_text())
+    ledger = Ledger.open(result["db"])
+    try:
+        yield result, ledger
+    finally:
+        ledger.close()

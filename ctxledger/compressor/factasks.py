@@ -85,8 +85,8 @@ def ask_cut(text: str, limit: int, partial: bool) -> str:
     if matches_at_start(haystack, normalize(value)):
         return value
     for end in range(limit, int(limit * 0.6), -1):
-        if _ASCII_WORD.match(whole, end - 1, end + 1):
-            continue  # (inside an ASCII word: never a match at the start)
+        if _WORD_PAIR.match(whole, end - 1, end + 1):
+            continue  # (inside a word: never a match at the start)
         shorter = whole[:end].rstrip()
         if matches_at_start(haystack, normalize(shorter)):
             return shorter
@@ -111,5 +111,8 @@ _STARTER = re.compile(
     "[\x00-\x7f\u3000-\u3029\u3030-\u303f\u3041-\u3096\u30a1-\u30fa\u3400-\u4dbf"
     "\u4e00-\u9fff\uac00-\ud7a3\uff01-\uff5e]"
 )
-#: two ASCII word characters: no cut between them (NFKC and case folding keep them so)
-_ASCII_WORD = re.compile(r"[A-Za-z0-9_]{2}")
+#: two word characters NFKC and case folding keep as they are (ASCII, kana, CJK
+#: ideographs, Hangul syllables): no cut between them matches at a turn's start
+_WORD_PAIR = re.compile(
+    r"[A-Za-z0-9_\u3041-\u3096\u30a1-\u30fa\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3]{2}"
+)

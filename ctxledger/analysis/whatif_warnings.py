@@ -25,6 +25,7 @@ from ctxledger.events import CompressionChecked
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import recorded_loop
 from ctxledger.runtime.engine import decided_by_host
+from ctxledger.runtime.pressure import HARD_LIMIT_REACHED
 
 #: triggers the what-if's loop fires on its own (HERMES_SPEC §2), as opposed to a
 #: compaction a step asked for (``manual``) or one an import recorded
@@ -80,12 +81,14 @@ def _hygiene_warning(
     what each one judged, as its check recorded it: the last prompt the provider
     counted, else (no count in the session since its last compaction, or none in the
     log) the view's own count, or the hard message limit."""
-    hygiene = [
-        r for r in whatif if r.switch.trigger == "hygiene" and not _host_decided(scratch, r)
-    ]  # (a host's replayed hygiene, Hermes's gateway, is no work of the what-if's loop)
-    if not hygiene or any(r.switch.trigger == "hygiene" for r in recorded):
+    if any(r.switch.trigger == "hygiene" for r in recorded):
         return []
-    judged = collections.Counter(_hygiene_judged(_last_check(scratch, r)) for r in hygiene)
+    checks = [_last_check(scratch, r) for r in whatif if r.switch.trigger == "hygiene"]
+    # (a host's replayed hygiene, Hermes's gateway, is no work of the what-if's loop)
+    hygiene = [c for c in checks if c is None or not decided_by_host(c)]
+    if not hygiene:
+        return []
+    judged = collections.Counter(_hygiene_judged(c) for c in hygiene)
     on = (
         f", {next(iter(judged))}"
         if len(judged) == 1
@@ -103,7 +106,7 @@ def _hygiene_judged(check: CompressionChecked | None) -> str:
     """What a hygiene check judged, from its recorded ``source`` ("real: …",
     "estimate: …", "…: N messages reach the hard limit of M")."""
     source = check.source if check is not None else ""
-    if "messages reach the hard limit" in source:
+    if HARD_LIMIT_REACHED in source:
         return "at the hard message limit"
     if source.startswith("real:"):
         return "on the last prompt the provider counted"

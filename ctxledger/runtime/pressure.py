@@ -23,6 +23,8 @@ from ctxledger.errors import InvalidInput
 #: two fallback summaries in a row mean the summarizer is not working: automatic
 #: compression pauses until a summary succeeds (hermes-agent 0.19's breaker)
 FALLBACK_STREAK_STRIKE: Final = 2
+#: what a hygiene decision at the hard message limit says (a what-if's warning reads it)
+HARD_LIMIT_REACHED: Final = "messages reach the hard limit"
 
 TokenSource = Literal["real", "estimate"]
 
@@ -276,7 +278,7 @@ def hygiene_should_compress(
         reason = f"{tokens:,} {source} tokens reach {share} of the {context_length:,}-token window ({limit_tokens:,})"
         return HygieneDecision(True, reason, tokens, source)
     if messages_count >= hard_message_limit:
-        reason = f"{messages_count:,} messages reach the hard limit of {hard_message_limit:,}"
+        reason = f"{messages_count:,} {HARD_LIMIT_REACHED} of {hard_message_limit:,}"
         return HygieneDecision(True, reason, tokens, source)
     reason = f"{tokens:,} {source} tokens are below {limit_tokens:,} ({share} of the window)"
     return HygieneDecision(False, reason, tokens, source)
@@ -284,6 +286,7 @@ def hygiene_should_compress(
 
 __all__ = [
     "FALLBACK_STREAK_STRIKE",
+    "HARD_LIMIT_REACHED",
     "AntiThrash",
     "Cooldown",
     "HygieneDecision",

@@ -346,14 +346,14 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         messages: list[JSON],
         ids: tuple[str, ...],
         hold: bool = False,
-        untaken: bool = False,
+        untaken: Callable[[], bool] | None = None,
     ) -> tuple[str, JSON | None]:
         """Append the host's new messages (without the session store's mark: callers
         pass them through :func:`host.unmarked` once); write queued usage but the latest
         (returned). ``ids``: the Hermes ids whose chain may be resumed (:meth:`_lineage`).
         While another writer has moved the tip, the usage goes on ``_seen`` (the view the
-        host sent), and with `hold` the messages wait for :meth:`_adopt`; `untaken`: the
-        host will never take the moved view (its session ends, its compression is off:
+        host sent), and with `hold` the messages wait for :meth:`_adopt`; `untaken()`: the
+        host will never take the moved view (asked only when the view moved) (its session ends, its compression is off:
         it never asks), and its list with its new messages goes on as a branch of the
         view it sent (session 39; they went onto the moved tip before)."""
         if self._root is None:
@@ -373,7 +373,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             self._known, n = [], 0
         sid, seen = svc.tip(self._root), self._seen
         moved = seen not in (None, sid)  # the host holds `seen`'s view, not the tip's
-        if moved and untaken and len(messages) > n:
+        if moved and len(messages) > n and untaken is not None and untaken():
             await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
         suffix = [] if moved and hold else copy.deepcopy(messages[n:])
@@ -462,7 +462,9 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         `messages` are :func:`host.unmarked` already."""
 
         ids = self._lineage(host_id)
-        untaken = final or not host.compression_on()  # (Hermes will not take a moved view)
+
+        def untaken() -> bool:  # Hermes will not take a moved view (its config read then)
+            return final or not host.compression_on()
 
         async def flush(svc: ContextService) -> str:
             sid, last = await self._sync(svc, messages, ids, not final, untaken)

@@ -115,3 +115,22 @@ def test_verify_of_a_log_whose_seq_is_no_longer_the_row_id_fails_with_no_anchor(
     assert isinstance(result.exception, SystemExit | None), repr(result.exception)
     assert result.exit_code == 1, result.output
     assert "seq is not a number" in result.output and "damaged" in result.output
+
+
+@pytest.mark.parametrize("argv", [["sessions"], ["sessions", "--json"], ["usage", "ses_x"]])
+def test_a_read_of_a_log_whose_seq_is_no_longer_the_row_id_says_it_is_damaged(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """Not "no sessions" or `[]`: every read by seq found an empty log (stop-check read of
+    session 39; only append and verify noticed). The check is made once, at opening."""
+    db = tmp_path / "l.db"
+    with Ledger.open(str(db)) as ledger:
+        ledger.start_session(model="m", context_length=8_192)
+    _damage_schema(db, at=b'"seq" INTEGER', offset=13)
+    before = db.read_bytes()
+    result = CliRunner().invoke(cli, ["--db", str(db), *argv])
+    assert isinstance(result.exception, SystemExit | None), repr(result.exception)
+    said = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(said) == 1, result.output
+    assert "damaged" in said[0] and "seq is not a number" in said[0]
+    assert db.read_bytes() == before

@@ -81,7 +81,7 @@ from ctxledger.eventstore.rows import (
     decode_rows,
 )
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
-from ctxledger.eventstore.sqlite_errors import checked_tail, numbered, translated, undecoded
+from ctxledger.eventstore.sqlite_errors import check_numbered, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 
 if sys.platform != "win32":
@@ -161,6 +161,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
             try:
                 self._configure(in_memory, max_page_count)
                 MIGRATIONS.apply(self._conn)
+                check_numbered(self._conn, self.path)
             except BaseException:
                 self._conn.close()
                 close_side_lock(self._side_lock)
@@ -179,6 +180,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
                 if self._conn.execute("PRAGMA database_list").fetchone()[2] == "":
                     MIGRATIONS.apply(self._conn)  # an empty file: the empty schema, in memory
                 MIGRATIONS.read_as_current(self._conn, self.path)  # (an older ledger: as is)
+                check_numbered(self._conn, self.path)
             except BaseException:
                 self._conn.close()
                 raise
@@ -320,7 +322,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
                 raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
         if new_blobs:
             conn.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in new_blobs.items()])
-        tail = checked_tail(self.path, conn.execute(q.TAIL).fetchone())
+        tail = conn.execute(q.TAIL).fetchone()
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         first = seq
         flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT
@@ -552,10 +554,8 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
             if not rows or not verifier.feed(rows):
                 break
             next_seq = rows[-1][0] + 1
-        with self._lock, self._errors("verify the log"):
-            report = numbered(self._conn, verifier.report())
         self.check_unchanged()
-        return report
+        return verifier.report()
 
     def check_unchanged(self) -> None:
         if self._unchanged is not None:

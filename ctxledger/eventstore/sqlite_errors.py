@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 
-import msgspec
-
 from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
-from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import PAGE_SIZE, out_of_space
 
-__all__ = ["checked_tail", "numbered", "translated", "undecoded"]
+__all__ = ["check_numbered", "translated", "undecoded"]
 
 # primary result codes (sqlite3 reports extended codes; the low byte is the primary one)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
@@ -52,37 +49,23 @@ def undecoded(exc: UnicodeDecodeError) -> sqlite3.DatabaseError:
     return error
 
 
-def checked_tail(path: str, tail: tuple[object, ...] | None) -> tuple[int, str] | None:
-    """The log's last row (seq, hash) as an append reads it, None for an empty log;
-    IntegrityError when they are not an integer and a text: a damaged file (a schema
-    whose bytes changed so that seq is no longer the row id reads NULL seqs), onto which
-    nothing is appended (it was a TypeError traceback, session 39)."""
-    if tail is None:
-        return None
-    seq, stored = tail[0], tail[1]
-    if isinstance(seq, int) and not isinstance(seq, bool) and isinstance(stored, str):
-        return seq, stored
-    raise IntegrityError(
-        f"could not append in {path}: the file is damaged or inconsistent (the log's last "
-        f"row reads seq {seq!r}); restore it from a backup (`ctxledger verify` names "
-        "what it finds); nothing was written"
-    )
+#: whether the file's own log (``main``: an older ledger read as it is shadows it with a
+#: TEMP view) still numbers its rows by the row id
+_SEQ_IS_ROWID = (
+    "SELECT pk = 1 AND upper(type) = 'INTEGER' FROM pragma_table_info('events', 'main') "
+    "WHERE name = 'seq'"
+)
 
 
-#: a row whose seq is no integer; the walk (``seq >= ?``) never sees one
-_UNNUMBERED = "SELECT 1 FROM events WHERE typeof(seq) != 'integer' LIMIT 1"
-
-
-def numbered(conn: sqlite3.Connection, report: VerifyReport) -> VerifyReport:
-    """`report` of a walk of the log, failed when the log holds a row whose seq is not
-    an integer, which the walk by seq never read: a schema whose bytes changed so that
-    seq is no longer the row id reads every seq NULL, and a walk of nothing was "ok"
-    where no anchor said otherwise (session 39)."""
-    if not report.ok or conn.execute(_UNNUMBERED).fetchone() is None:
-        return report
-    return msgspec.structs.replace(
-        report,
-        ok=False,
-        problem="the log holds rows whose seq is not a number: the file is damaged "
-        "(its schema changed); restore it from a backup",
-    )
+def check_numbered(conn: sqlite3.Connection, path: str) -> None:
+    """IntegrityError when the log's seq is no longer its row id: a schema whose bytes
+    changed but still parses reads every seq NULL, so every read by seq found an empty
+    log, an append a TypeError and a verify with no anchor "ok" (session 39). Checked
+    once when the ledger opens, before anything reads or writes it."""
+    row = conn.execute(_SEQ_IS_ROWID).fetchone()
+    if row is not None and not row[0]:
+        raise IntegrityError(
+            f"{path} is damaged: the log's seq is not a number (its schema changed); "
+            "restore it from a backup (`ctxledger verify` of the backup says whether it "
+            "is sound); nothing was written"
+        )

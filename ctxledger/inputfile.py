@@ -146,14 +146,18 @@ def shown_path(path: str | os.PathLike[str]) -> str:
     return text if len(text) <= SHOWN_PATH else text[:SHOWN_PATH] + "…"
 
 
-def path_exists(path: str | os.PathLike[str], what: str) -> bool:
-    """Whether anything is at `path`, a user named as `what` (``--out``); InvalidInput
+def stat_of(path: str | os.PathLike[str], what: str) -> os.stat_result | None:
+    """`path`'s stat, None when nothing is there; InvalidInput naming it as `what` (``--out``)
     for a name no file can have: one over the system's limit was an OSError traceback
     (session 39). A NUL or an unpaired surrogate is no such file either."""
     try:
-        os.stat(path)
-    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeEncodeError):
-        return False
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # (ValueError: a NUL)
+        return None
     except OSError as exc:
         raise InvalidInput(f"{what} {shown_path(path)} cannot be used: {exc.strerror}") from None
-    return True
+
+
+def path_exists(path: str | os.PathLike[str], what: str) -> bool:
+    """Whether anything is at `path`, a user named as `what` (see :func:`stat_of`)."""
+    return stat_of(path, what) is not None

@@ -23,7 +23,7 @@ from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.inputfile import shown_path
+from ctxledger.inputfile import shown_path, stat_of
 from ctxledger.shownurl import shown_url
 
 __all__ = [
@@ -127,16 +127,9 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
 
 
 def _is_file(text: str) -> bool:
-    """Whether `text` names a file; InvalidInput for a path no file can have (a name
-    over the system's limit was an OSError traceback)."""
-    try:
-        return stat.S_ISREG(os.stat(text).st_mode)
-    except (FileNotFoundError, NotADirectoryError, ValueError):  # (ValueError: a NUL)
-        return False
-    except OSError as exc:
-        raise InvalidInput(
-            f"the ledger path {shown_path(text)} cannot be used: {exc.strerror}"
-        ) from None
+    """Whether `text` names a file; InvalidInput for a path no file can have."""
+    found = stat_of(text, "the ledger path")
+    return found is not None and stat.S_ISREG(found.st_mode)
 
 
 #: why a command that only reads opens a SQLite ledger read-only (:func:`read_only_reason`)

@@ -17,7 +17,6 @@ it has one and computes nothing: a what-if must not pay the extraction it saves.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
@@ -28,7 +27,6 @@ from ctxledger.compressor.factstore import (
     stored_content,
 )
 from ctxledger.compressor.markers import merge_lead
-from ctxledger.errors import StoreError
 from ctxledger.events import MessageAppended, sha256_hex
 from ctxledger.eventstore.base import AppendRequest, EventStore
 from ctxledger.eventstore.contents import shared_contents
@@ -57,7 +55,8 @@ def store_quietly(store: EventStore, requests: Sequence[AppendRequest]) -> int:
 
 def store_derived(store: EventStore, requests: Sequence[AppendRequest]) -> int:
     """Store the derived values of the long messages `requests` appended; returns how many
-    were written (0 for anything else: one type and length test per event)."""
+    were written (0 for anything else: one type and length test per event). Errors go
+    to the caller: :func:`store_quietly` drops them after an append."""
     written = 0
     for request in requests:
         for event in request.events:
@@ -65,9 +64,7 @@ def store_derived(store: EventStore, requests: Sequence[AppendRequest]) -> int:
                 continue
             content = stored_content(event.message)
             if content is not None:
-                # a failure leaves the append standing; the value is computed when read
-                with contextlib.suppress(StoreError):
-                    written += _store_values(store, event, content)
+                written += _store_values(store, event, content)
     return written
 
 

@@ -16,6 +16,7 @@ from ctxledger import ContextService
 from ctxledger.errors import InvalidInput, StoreError
 from ctxledger.eventstore import SQLiteEventStore, leases
 from ctxledger.ledger import Ledger
+from ctxledger.server.clientgone import cancel_on_disconnect
 from ctxledger.server.history import HistoryIndex
 from ctxledger.server.response_index import ResponseIndex
 
@@ -103,7 +104,7 @@ class ServerState:
         try:
             with anyio.CancelScope() as waiting:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_until_disconnect, receive, waiting)
+                    tg.start_soon(cancel_on_disconnect, receive, waiting)
                     await lock.acquire()
                     held.append(lock.release)
                     try:
@@ -198,12 +199,6 @@ def _both(
             release_lock()
 
     return release
-
-
-async def _until_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
 
 
 __all__ = ["DEFAULT_CONTEXT_LENGTH", "DEFAULT_STALL_TIMEOUT", "DEFAULT_UPSTREAMS", "ServerState"]

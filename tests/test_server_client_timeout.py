@@ -1,0 +1,123 @@
+"""A client that hangs up (times out) while its turn waits for the upstream's answer.
+
+Found in session 40 with the real ``openai`` client (``timeout=0.7``, its default two
+retries) against ``ctxledger serve`` and a slow upstream, both under uvicorn: the first
+try's turn went on without its client, held the session while the retries waited, and
+recorded an answer the client never saw; the retry that got through was answered again
+(a repeat, unrecorded), so the client's next turn branched the conversation. Now the
+turn stops at the hang-up: the upstream request is dropped, nothing of it is recorded,
+the session is free at once, and the retry continues the line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from helpers.fake_upstream import Seen
+from helpers.server_rig import Rig, rig
+
+from ctxledger.events import MessageAppended, SessionStarted, UsageReported
+
+pytestmark = pytest.mark.anyio
+
+SESSION = "hang-up"
+ASK = {"role": "user", "content": "hello"}
+#: (path, body) of each face the proxy serves on --api openai, JSON and streamed
+CASES = [
+    ("/v1/chat/completions", {"model": "m", "messages": [ASK]}),
+    ("/v1/chat/completions", {"model": "m", "messages": [ASK], "stream": True}),
+    ("/v1/responses", {"model": "m", "input": [ASK], "stream": True}),
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _hang_up_while_upstream_thinks(r: Rig, path: str, body: dict[str, Any]) -> int:
+    """Call the proxy as a server would, the client hanging up once the upstream has the
+    request (and is slow to answer); the status the proxy answered."""
+    asked = anyio.Event()
+    r.upstream.delay = 30.0  # never waited for: the hang-up cancels it
+    r.upstream.on_request = lambda seen: asked.set()
+    sent = [False]
+    started: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        if not sent[0]:
+            sent[0] = True
+            return {"type": "http.request", "body": json.dumps(body).encode()}
+        await asked.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            started.append(message["status"])
+
+    headers = [(b"content-type", b"application/json"), (b"x-ctxledger-session", SESSION.encode())]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [*headers, (b"authorization", b"Bearer sk-client")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("proxy.test", 80),
+        "root_path": "",
+    }
+    with anyio.fail_after(10):
+        await r.app(scope, receive, send)
+    r.upstream.delay, r.upstream.on_request = 0.0, None
+    return started[0]
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [])
+
+
+def _events(r: Rig) -> list[Any]:
+    r.service.ledger.refresh()
+    return [x.event for x in r.service.ledger.store.read_all()]
+
+
+@pytest.mark.parametrize(("path", "body"), CASES, ids=["chat-json", "chat-stream", "responses"])
+async def test_a_hang_up_before_the_answer_records_nothing_and_the_retry_goes_on(
+    tmp_path: Path, path: str, body: dict[str, Any]
+) -> None:
+    async with rig(tmp_path) as r:
+        status = await _hang_up_while_upstream_thinks(r, path, body)
+        assert status == 499
+        assert r.state.families_locked() == 0  # the session is free for the retry
+        kinds = [type(e) for e in _events(r)]
+        assert kinds.count(MessageAppended) == 1 and UsageReported not in kinds  # the ask only
+        client = r.openai(**{"X-Ctxledger-Session": SESSION})
+        seen: list[Seen] = r.upstream.requests
+        if path == "/v1/responses":
+            first = await client.responses.create(model="m", input=[ASK])
+            answer = first.output_text
+        else:
+            reply = await client.chat.completions.create(model="m", messages=[ASK])
+            answer = reply.choices[0].message.content or ""
+        nxt = [ASK, {"role": "assistant", "content": answer}, {"role": "user", "content": "and?"}]
+        if path == "/v1/responses":
+            await client.responses.create(model="m", input=nxt)
+        else:
+            await client.chat.completions.create(model="m", messages=nxt)
+        events = _events(r)
+        assert {e.session_id for e in events} == {SESSION}  # no branch
+        assert len([e for e in events if isinstance(e, SessionStarted)]) == 1
+        texts = [_text(e.message) for e in events if isinstance(e, MessageAppended)]
+        assert texts[:3] == ["hello", answer, "and?"] and len(texts) == 4
+        assert len(seen) == 3  # the dropped try, the retry, the next turn

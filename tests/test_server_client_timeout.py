@@ -16,11 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
+import httpx2
+import openai
 import pytest
-from helpers.fake_upstream import Seen
+from helpers.fake_upstream import FakeUpstream, Say, Seen
 from helpers.server_rig import Rig, rig
+from helpers.uvicorn_thread import serving
 
+from ctxledger import ContextService
 from ctxledger.events import MessageAppended, SessionStarted, UsageReported
+from ctxledger.server import create_app
 
 pytestmark = pytest.mark.anyio
 
@@ -87,9 +93,13 @@ def _text(message: dict[str, Any]) -> str:
     return "".join(part.get("text", "") for part in content or [])
 
 
+def _events_of(service: ContextService) -> list[Any]:
+    service.ledger.refresh()
+    return [x.event for x in service.ledger.store.read_all()]
+
+
 def _events(r: Rig) -> list[Any]:
-    r.service.ledger.refresh()
-    return [x.event for x in r.service.ledger.store.read_all()]
+    return _events_of(r.service)
 
 
 @pytest.mark.parametrize(("path", "body"), CASES, ids=["chat-json", "chat-stream", "responses"])
@@ -121,3 +131,37 @@ async def test_a_hang_up_before_the_answer_records_nothing_and_the_retry_goes_on
         texts = [_text(e.message) for e in events if isinstance(e, MessageAppended)]
         assert texts[:3] == ["hello", answer, "and?"] and len(texts) == 4
         assert len(seen) == 3  # the dropped try, the retry, the next turn
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_an_upstream_silent_past_the_servers_own_wait_is_waited_for(
+    tmp_path: Path, stream: bool
+) -> None:
+    """A turn waits for the upstream as long as its client does: a reasoning model that
+    thinks in silence past the server's upstream-client timeout (600 s, 0.2 s here) is
+    not cut with a 502 (a silence before the answer, or between two stream events)."""
+    upstream = FakeUpstream(delay=0.0 if stream else 0.4, event_delay=0.4 if stream else 0.0)
+    service = ContextService.open(tmp_path / "server.db")
+    with serving(upstream) as port:
+        app = create_app(service, upstream=f"http://127.0.0.1:{port}/v1")
+        app.state.ctx.client.timeout = httpx.Timeout(0.2)  # what the passthrough waits
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://proxy.test") as http:
+            client = openai.AsyncOpenAI(
+                base_url="http://proxy.test/v1", api_key="k", max_retries=0, http_client=http
+            )
+            upstream.queue(Say("pondered"))
+            if stream:
+                chunks = await client.chat.completions.create(
+                    model="m", messages=[ASK], stream=True
+                )
+                text = "".join(
+                    [c.choices[0].delta.content or "" async for c in chunks if c.choices]
+                )
+            else:
+                reply = await client.chat.completions.create(model="m", messages=[ASK])
+                text = reply.choices[0].message.content or ""
+        await app.state.ctx.aclose()
+    assert text == "pondered"
+    assert [type(e) for e in _events_of(service)].count(MessageAppended) == 2
+    await service.aclose()

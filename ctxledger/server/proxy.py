@@ -17,6 +17,8 @@ for the first to finish, stream included):
    will resend the turn, and it continues from what was recorded. Nor is an answer
    that is not the format asked for (:mod:`ctxledger.server.upstream_reply`): a 502,
    or a stream ended by an error event; a usage block with bad figures is dropped.
+   A client that hangs up before the answer (its timeout) ends the turn there, the
+   upstream request dropped and nothing of it recorded (:mod:`ctxledger.server.clientgone`).
 
 Turns of a session family are serialized across worker processes too: a turn holds
 this process's semaphore and the event store's lease ``proxy:<family>``
@@ -56,10 +58,7 @@ from ctxledger.server.clientgone import (
     while_connected,
 )
 from ctxledger.server.errors import message_of, provider_error_body
-from ctxledger.server.formats import (
-    ClientTurn,
-    SSEParser,
-)
+from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import Match
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply

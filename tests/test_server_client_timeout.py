@@ -20,11 +20,12 @@ import httpx
 import httpx2
 import openai
 import pytest
-from helpers.fake_upstream import FakeUpstream, Say, Seen
+from helpers.fake_upstream import Error, FakeUpstream, Say, Seen
 from helpers.server_rig import Rig, rig
 from helpers.uvicorn_thread import serving
 
 from ctxledger import ContextService
+from ctxledger.errors import CompressionError, ConcurrencyError, ConnectionLost
 from ctxledger.events import MessageAppended, SessionStarted, UsageReported
 from ctxledger.server import create_app
 
@@ -165,3 +166,42 @@ async def test_an_upstream_silent_past_the_servers_own_wait_is_waited_for(
     assert text == "pondered"
     assert [type(e) for e in _events_of(service)].count(MessageAppended) == 2
     await service.aclose()
+
+
+OVERFLOW = Error(
+    400,
+    {
+        "error": {
+            "message": "This model's maximum context length is 100 tokens",
+            "code": "context_length_exceeded",
+            "type": "invalid_request_error",
+        }
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (ConnectionLost("could not append in postgresql://db/x"), 503, "store_unavailable"),
+        (CompressionError("the summarizer failed"), 502, "compression_failed"),
+        (ConcurrencyError("s", 3, 4), 409, "version_conflict"),
+    ],
+    ids=["store-out-of-reach", "compaction-failed", "conflict"],
+)
+async def test_an_error_while_the_turn_waits_for_the_upstream_keeps_its_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: Exception, status: int, code: str
+) -> None:
+    """(Review 1, F1.) An error raised while the turn waits under the hang-up watcher
+    (here the overflow recovery) is answered as it is, not as the task group's 500."""
+    async with rig(tmp_path) as r:
+
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            raise exc
+
+        monkeypatch.setattr(r.service, "handle_provider_error", failing)
+        r.upstream.queue(OVERFLOW)
+        resp = await r.http.post("/v1/chat/completions", json={"model": "m", "messages": [ASK]})
+        assert (resp.status_code, resp.json()["error"]["code"]) == (status, code)
+        assert resp.headers.get("retry-after") == ("1" if status == 503 else None)
+        assert r.state.families_locked() == 0

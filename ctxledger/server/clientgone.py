@@ -37,12 +37,19 @@ async def cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> No
 
 async def while_connected(receive: Receive, step: Callable[[], Awaitable[_T]]) -> _T | None:
     """`step`'s result, or None when the client hung up first (`step` is cancelled:
-    what it does that must not be cut short runs shielded)."""
+    what it does that must not be cut short runs shielded). An error of `step` is
+    raised as it is (the route answers a store outage 503, a failed compaction 502)."""
     done: list[_T] = []
+    failed: list[Exception] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
-        done.append(await step())
+        try:
+            done.append(await step())
+        except Exception as exc:  # raised as it is, not in the group's ExceptionGroup
+            failed.append(exc)
         tg.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
     return done[0] if done else None
 
 

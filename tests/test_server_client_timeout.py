@@ -205,3 +205,91 @@ async def test_an_error_while_the_turn_waits_for_the_upstream_keeps_its_status(
         assert (resp.status_code, resp.json()["error"]["code"]) == (status, code)
         assert resp.headers.get("retry-after") == ("1" if status == 503 else None)
         assert r.state.families_locked() == 0
+
+
+FIRST_CHUNK = (
+    b'data: {"id":"c1","object":"chat.completion.chunk","created":0,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"hmm"},"finish_reason":null}]}'
+    b"\n\n"
+)
+
+
+async def _silent_upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An upstream that takes the request and then says nothing more (a hung server, a
+    half-open connection): no answer, or a stream's first event and then silence, until
+    the proxy hangs up."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    if json.loads(body).get("stream"):
+        start = {"type": "http.response.start", "status": 200}
+        await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": FIRST_CHUNK, "more_body": True})
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_a_turn_gives_up_on_a_silent_upstream_after_the_turn_timeout(
+    tmp_path: Path, stream: bool
+) -> None:
+    """(Review 1, F2.) A client with no timeout of its own and an upstream that never
+    answers: the turn ends after ``turn_timeout`` (3600 s by default, 0.3 s here) with
+    a 502, or a stream's error event; the session is freed, nothing of it recorded."""
+    service = ContextService.open(tmp_path / "server.db")
+    with serving(_silent_upstream) as port:
+        app = create_app(service, upstream=f"http://127.0.0.1:{port}/v1", turn_timeout=0.3)
+        transport = httpx2.ASGITransport(app=app)
+        body = {"model": "m", "messages": [ASK], "stream": stream}
+        async with httpx2.AsyncClient(
+            transport=transport, base_url="http://proxy.test", timeout=None
+        ) as http:
+            with anyio.fail_after(20):  # (without the cap: no answer ever)
+                resp = await http.post("/v1/chat/completions", json=body)
+        locked = app.state.ctx.families_locked()
+        await app.state.ctx.aclose()
+    if stream:
+        assert resp.status_code == 200 and resp.text.startswith(FIRST_CHUNK.decode())
+        assert '"error"' in resp.text.removeprefix(FIRST_CHUNK.decode())
+    else:
+        assert resp.status_code == 502
+        assert resp.json()["error"]["code"] == "upstream_unreachable"
+    assert locked == 0
+    assert [type(e) for e in _events_of(service)].count(MessageAppended) == 1  # the ask
+    await service.aclose()
+
+
+def test_serve_turn_timeout_reaches_the_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve --turn-timeout S` reaches every worker's app (through CTXLEDGER_SERVE_*);
+    without it, a turn waits for the upstream up to an hour; connecting stays 10 s."""
+    from click.testing import CliRunner
+
+    from ctxledger.cli import serve as serve_module
+    from ctxledger.cli.main import cli
+    from ctxledger.server.app import app_from_env
+
+    monkeypatch.setattr(serve_module, "_run", lambda *args: None)
+    keys = ("db", "config", "token_file", "guard_proxy", "upstream", "api", "context_length",
+            "summarizer", "durability", "stall_timeout", "turn_timeout")  # fmt: skip
+    for key in keys:  # what serve exports is undone after the test
+        monkeypatch.delenv("CTXLEDGER_SERVE_" + key.upper(), raising=False)
+    db = str(tmp_path / "s.db")
+    read = []
+    for options in ([], ["--turn-timeout", "2.5"]):
+        result = CliRunner().invoke(cli, ["serve", "--db", db, *options])
+        assert result.exit_code == 0, result.output
+        state = app_from_env().state.ctx
+        read.append((state.turn_timeout.read, state.turn_timeout.connect))
+        anyio.run(state.aclose)
+        anyio.run(state.service.aclose)
+    assert read == [(3600, 10), (2.5, 10)]

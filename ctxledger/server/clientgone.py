@@ -19,13 +19,6 @@ from starlette.types import Receive
 
 _T = TypeVar("_T")
 
-#: how long a proxied turn waits for the upstream: no longer than its client does. A
-#: reasoning model may think in silence past the 600 s the server's upstream client
-#: waits for other requests (a non-streamed answer, or a stream between two events),
-#: and a client that allows it more (an SDK's ``timeout=``) must not get a 502 for it;
-#: a client that gives up ends the turn (:func:`while_connected`, ``TurnStream``)
-TURN_TIMEOUT = httpx.Timeout(None, connect=10.0)
-
 
 async def cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
     """Cancel `scope` once the client hangs up (the request's body is read by then:
@@ -65,4 +58,4 @@ async def closing_if_cancelled(
         raise
 
 
-__all__ = ["TURN_TIMEOUT", "cancel_on_disconnect", "closing_if_cancelled", "while_connected"]
+__all__ = ["cancel_on_disconnect", "closing_if_cancelled", "while_connected"]

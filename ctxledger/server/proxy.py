@@ -52,7 +52,6 @@ from ctxledger.runtime.caching import (
 from ctxledger.runtime.service_io import check_new_batch
 from ctxledger.runtime.toolbudget import for_client_tools
 from ctxledger.server.clientgone import (
-    TURN_TIMEOUT,
     cancel_on_disconnect,
     closing_if_cancelled,
     while_connected,
@@ -201,7 +200,11 @@ class Turn:
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(
-                    "POST", url, content=content, headers=self.headers, timeout=TURN_TIMEOUT
+                    "POST",
+                    url,
+                    content=content,
+                    headers=self.headers,
+                    timeout=self.state.turn_timeout,
                 )
                 resp = await self.state.client.send(req, stream=True)
                 if refused := await refuse_encoded(self.api.served_by, self.state.upstream, resp):

@@ -21,12 +21,12 @@ import httpx2
 import openai
 import pytest
 from helpers.fake_upstream import Error, FakeUpstream, Say, Seen
-from helpers.server_rig import Rig, rig
+from helpers.server_rig import Rig, ask, rig
 from helpers.uvicorn_thread import serving
 
 from ctxledger import ContextService
 from ctxledger.errors import CompressionError, ConcurrencyError, ConnectionLost
-from ctxledger.events import MessageAppended, SessionStarted, UsageReported
+from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, UsageReported
 from ctxledger.server import create_app
 
 pytestmark = pytest.mark.anyio
@@ -52,6 +52,14 @@ async def _hang_up_while_upstream_thinks(r: Rig, path: str, body: dict[str, Any]
     asked = anyio.Event()
     r.upstream.delay = 30.0  # never waited for: the hang-up cancels it
     r.upstream.on_request = lambda seen: asked.set()
+    status = await _call_hanging_up(r.app, path, body, asked)
+    r.upstream.delay, r.upstream.on_request = 0.0, None
+    return status
+
+
+async def _call_hanging_up(app: Any, path: str, body: dict[str, Any], when: anyio.Event) -> int:
+    """Call `app` as a server would, the client hanging up once `when` is set; the
+    status the app answered."""
     sent = [False]
     started: list[int] = []
 
@@ -59,7 +67,7 @@ async def _hang_up_while_upstream_thinks(r: Rig, path: str, body: dict[str, Any]
         if not sent[0]:
             sent[0] = True
             return {"type": "http.request", "body": json.dumps(body).encode()}
-        await asked.wait()
+        await when.wait()
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
@@ -82,8 +90,7 @@ async def _hang_up_while_upstream_thinks(r: Rig, path: str, body: dict[str, Any]
         "root_path": "",
     }
     with anyio.fail_after(10):
-        await r.app(scope, receive, send)
-    r.upstream.delay, r.upstream.on_request = 0.0, None
+        await app(scope, receive, send)
     return started[0]
 
 
@@ -172,7 +179,8 @@ OVERFLOW = Error(
     400,
     {
         "error": {
-            "message": "This model's maximum context length is 100 tokens",
+            "message": "This model's maximum context length is 2000 tokens. "
+            "However, your messages resulted in 5000 tokens.",
             "code": "context_length_exceeded",
             "type": "invalid_request_error",
         }
@@ -293,3 +301,39 @@ def test_serve_turn_timeout_reaches_the_app(
         anyio.run(state.aclose)
         anyio.run(state.service.aclose)
     assert read == [(3600, 10), (2.5, 10)]
+
+
+async def test_a_hang_up_never_cuts_a_compaction_under_way(tmp_path: Path) -> None:
+    """(Review 1, F3.) A client that hangs up while an overflow recovery compacts its
+    session: the compaction is finished (shielded) and recorded, the retry it asked for
+    is not sent, the turn answers 499 and the session is freed. (Over TCP: with the
+    in-process upstream, the retried call reaches no checkpoint before it is answered.)"""
+    upstream = FakeUpstream()
+    service = ContextService.open(tmp_path / "server.db")
+    messages: list[dict[str, Any]] = []
+    for i in range(8):
+        messages.append({"role": "user", "content": ask(i, 80)})
+        if i < 7:
+            messages.append({"role": "assistant", "content": f"done {i} " + "x " * 60})
+    upstream.queue(OVERFLOW)
+    started, finished = anyio.Event(), []
+    recover = service.handle_provider_error
+
+    async def slow_recovery(*args: Any, **kwargs: Any) -> Any:
+        started.set()  # the client hangs up now
+        await anyio.sleep(0.3)  # a summarizer's await
+        result = await recover(*args, **kwargs)
+        finished.append(result.action)
+        return result
+
+    service.handle_provider_error = slow_recovery  # type: ignore[method-assign]
+    with serving(upstream) as port:
+        app = create_app(service, upstream=f"http://127.0.0.1:{port}/v1")
+        body = {"model": "m", "messages": messages}
+        status = await _call_hanging_up(app, "/v1/chat/completions", body, started)
+        locked = app.state.ctx.families_locked()
+        await app.state.ctx.aclose()
+    assert (status, finished, locked) == (499, ["retry"], 0)
+    assert [type(e) for e in _events_of(service)].count(SessionSwitched) == 1
+    assert len(upstream.requests) == 1  # the retry was not sent
+    await service.aclose()

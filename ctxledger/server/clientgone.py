@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-import httpx
 from starlette.types import Receive
 
 _T = TypeVar("_T")
@@ -46,16 +45,4 @@ async def while_connected(receive: Receive, step: Callable[[], Awaitable[_T]]) -
     return done[0] if done else None
 
 
-async def closing_if_cancelled(
-    resp: httpx.Response, step: Callable[[httpx.Response], Awaitable[httpx.Response]]
-) -> httpx.Response:
-    """`step(resp)`, the upstream's answer closed when it is cancelled (a hang-up)."""
-    try:
-        return await step(resp)
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await resp.aclose()
-        raise
-
-
-__all__ = ["cancel_on_disconnect", "closing_if_cancelled", "while_connected"]
+__all__ = ["cancel_on_disconnect", "while_connected"]

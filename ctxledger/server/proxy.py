@@ -51,11 +51,7 @@ from ctxledger.runtime.caching import (
 )
 from ctxledger.runtime.service_io import check_new_batch
 from ctxledger.runtime.toolbudget import for_client_tools
-from ctxledger.server.clientgone import (
-    cancel_on_disconnect,
-    closing_if_cancelled,
-    while_connected,
-)
+from ctxledger.server.clientgone import cancel_on_disconnect, while_connected
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
@@ -210,7 +206,7 @@ class Turn:
                 if refused := await refuse_encoded(self.api.served_by, self.state.upstream, resp):
                     return refused
                 if self.api.peek is not None and resp.status_code < 400:
-                    resp = await closing_if_cancelled(resp, self.api.peek)
+                    resp = await self.api.peek(resp)  # (cancelled by a hang-up, httpcore closes it)
             except httpx.HTTPError as exc:
                 return upstream_failed(self.api.served_by, self.state.upstream, exc)
             if resp.status_code < 400:

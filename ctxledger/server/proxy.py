@@ -56,7 +56,7 @@ from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import Match
-from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply
+from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
     Endpoint,
@@ -518,6 +518,7 @@ __all__ = [
     "Accumulator",
     "Api",
     "Reply",
+    "Resolver",
     "Turn",
     "TurnStream",
     "proxy_handler",

@@ -337,3 +337,14 @@ async def test_a_hang_up_never_cuts_a_compaction_under_way(tmp_path: Path) -> No
     assert [type(e) for e in _events_of(service)].count(SessionSwitched) == 1
     assert len(upstream.requests) == 1  # the retry was not sent
     await service.aclose()
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("inf"), float("nan")])
+async def test_create_app_refuses_a_turn_timeout_that_is_no_cap(
+    tmp_path: Path, seconds: float
+) -> None:
+    """``turn_timeout=`` of ``create_app`` must be a finite positive number of seconds."""
+    service = ContextService.open(tmp_path / "server.db")
+    with pytest.raises(ValueError, match="turn_timeout"):
+        create_app(service, turn_timeout=seconds)
+    await service.aclose()

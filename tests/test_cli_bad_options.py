@@ -250,3 +250,8 @@ def test_demo_refuses_more_turns_than_its_maximum(files: Path, value: str) -> No
     result = run("--db", "l.db", "demo", "--turns", value)
     assert_refused(result, "--turns", files)
     assert "1<=x<=10000" in result.output
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-2"])
+def test_serve_refuses_a_bad_turn_timeout(files: Path, value: str) -> None:
+    assert_refused(run("--db", "l.db", "serve", "--turn-timeout", value), "--turn-timeout", files)

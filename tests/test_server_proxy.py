@@ -566,3 +566,13 @@ async def test_a_store_server_out_of_reach_is_a_503_to_retry_on_the_proxy_face(
         assert resp.status_code == 503 and resp.headers["retry-after"] == "1"
         assert resp.json()["error"]["code"] == "store_unavailable"
         assert resp.json()["error"]["type"] == said and r.upstream.requests == []
+
+
+def test_the_faces_moved_out_of_proxy_still_import_from_it() -> None:
+    """(Session 40, review 1, F5.) The faces moved to ``proxyfaces`` are re-exported by
+    ``proxy``, ``Resolver`` (the type of a face's session resolver) among them."""
+    from ctxledger.server import proxy, proxyfaces
+
+    for name in proxyfaces.__all__:
+        assert getattr(proxy, name) is getattr(proxyfaces, name)
+        assert name in proxy.__all__

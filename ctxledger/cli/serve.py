@@ -126,6 +126,14 @@ def _require_server_extra() -> None:
     "ends as if it left (its session is freed, the reply not recorded; default 60).",
 )
 @click.option(
+    "--turn-timeout",
+    type=SECONDS,
+    default=None,
+    help="Seconds a proxied turn waits for the upstream's answer, or a stream's next event, "
+    "before a 502 (a stream ends with an error event); a client's own shorter timeout "
+    "ends the turn first (default 3600).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     default="info",
@@ -148,6 +156,7 @@ def serve(
     workers: int,
     graceful_timeout: int,
     stall_timeout: float | None,
+    turn_timeout: float | None,
     log_level: str,
 ) -> None:
     """Serve the ledger over HTTP: state API, event feed (SSE) and the compacting proxy."""
@@ -179,6 +188,7 @@ def serve(
         summarizer=summarizer_kind,
         durability=durability,
         stall_timeout=str(stall_timeout or ""),
+        turn_timeout=str(turn_timeout or ""),
     )
     _run(host, port, workers, graceful_timeout, log_level)
 

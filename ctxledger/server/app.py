@@ -37,7 +37,12 @@ from ctxledger.server.errors import (
 from ctxledger.server.idempotency import refuse_idempotency_key
 from ctxledger.server.openapi import build_schema
 from ctxledger.server.routing import JSON, Endpoint
-from ctxledger.server.state import DEFAULT_CONTEXT_LENGTH, DEFAULT_STALL_TIMEOUT, ServerState
+from ctxledger.server.state import (
+    DEFAULT_CONTEXT_LENGTH,
+    DEFAULT_STALL_TIMEOUT,
+    DEFAULT_TURN_TIMEOUT,
+    ServerState,
+)
 from ctxledger.terminal import inline
 
 log = logging.getLogger("ctxledger.server")
@@ -174,6 +179,7 @@ def app_from_env() -> Starlette:
         context_length=int(env["context_length"]) if env.get("context_length") else None,
         stopping=STOPPING,
         stall_timeout=float(env.get("stall_timeout") or DEFAULT_STALL_TIMEOUT),
+        turn_timeout=float(env.get("turn_timeout") or DEFAULT_TURN_TIMEOUT),
     )
 
 

@@ -17,6 +17,8 @@ for the first to finish, stream included):
    will resend the turn, and it continues from what was recorded. Nor is an answer
    that is not the format asked for (:mod:`ctxledger.server.upstream_reply`): a 502,
    or a stream ended by an error event; a usage block with bad figures is dropped.
+   A client that hangs up before the answer (its timeout) ends the turn there, the
+   upstream request dropped and nothing of it recorded (:mod:`ctxledger.server.clientgone`).
 
 Turns of a session family are serialized across worker processes too: a turn holds
 this process's semaphore and the event store's lease ``proxy:<family>``
@@ -31,8 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -50,22 +51,12 @@ from ctxledger.runtime.caching import (
 )
 from ctxledger.runtime.service_io import check_new_batch
 from ctxledger.runtime.toolbudget import for_client_tools
+from ctxledger.server.clientgone import cancel_on_disconnect, while_connected
 from ctxledger.server.errors import message_of, provider_error_body
-from ctxledger.server.formats import (
-    AnthropicStream,
-    ClientTurn,
-    OpenAIStream,
-    SSEEvent,
-    SSEParser,
-    anthropic_json_reply,
-    anthropic_turn,
-    anthropic_upstream,
-    openai_json_reply,
-    openai_turn,
-    openai_upstream,
-)
+from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import Match
+from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
     Endpoint,
@@ -96,68 +87,6 @@ log = logging.getLogger("ctxledger.server")
 
 #: the most one upstream stream event may hold: the whole reply's (response.completed)
 MAX_EVENT_BYTES = MAX_REPLY_BYTES
-
-#: what a face records of an answer: one message, several (a Responses output), or nothing
-Reply = dict[str, Any] | list[dict[str, Any]] | None
-
-
-class Accumulator(Protocol):
-    """Folds a stream's events into the reply and its usage (see formats.OpenAIStream)."""
-
-    usage: dict[str, Any] | None
-
-    def feed(self, ev: SSEEvent) -> bool: ...
-
-    @property
-    def complete(self) -> bool: ...
-
-    @property
-    def ended(self) -> bool:
-        """The stream's end marker arrived (the reply is recorded before it is forwarded)."""
-        ...
-
-    def reply(self) -> Reply: ...
-
-
-#: (state, request, body, turn) -> the session family, having completed ``turn.messages``
-Resolver = Callable[["ServerState", Request, Mapping[str, Any], ClientTurn], str | None]
-
-
-@dataclass(frozen=True)
-class Api:
-    name: str
-    upstream_path: str
-    turn: Callable[[Mapping[str, Any], bool], ClientTurn]
-    upstream: Callable[[Mapping[str, Any], list[dict[str, Any]], int | None], dict[str, Any]]
-    json_reply: Callable[[Any], tuple[Reply, dict[str, Any] | None]]
-    #: the upstream API (``--api``) this face forwards to, when not its own name
-    provider: str = ""
-    #: the stream accumulator of a face defined outside this module
-    stream: Callable[[ClientTurn], Accumulator] | None = None
-    #: reads the start of a 2xx stream: an error the provider reports as an event before
-    #: any output comes back as an error response (so it is recovered from like one)
-    peek: Callable[[httpx.Response], Awaitable[httpx.Response]] | None = None
-    #: completes a request that continues recorded history by reference (it may extend
-    #: ``turn.messages`` in front) and names its session family; None: the usual way
-    resolve: Resolver | None = None
-
-    @property
-    def served_by(self) -> str:
-        return self.provider or self.name
-
-    def accumulator(self, turn: ClientTurn) -> Accumulator:
-        if self.stream is not None:
-            return self.stream(turn)
-        return (
-            OpenAIStream(wants_usage=turn.wants_usage)
-            if self.name == "openai"
-            else AnthropicStream()
-        )
-
-
-OPENAI = Api("openai", "/chat/completions", openai_turn, openai_upstream, openai_json_reply)
-#: the upstream paths are the API's, after the base (``with_path`` adds an Anthropic ``/v1``)
-ANTHROPIC = Api("anthropic", "/messages", anthropic_turn, anthropic_upstream, anthropic_json_reply)
 
 
 def _error(api: Api, status: int, code: str, message: str) -> Response:
@@ -267,13 +196,17 @@ class Turn:
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(
-                    "POST", url, content=content, headers=self.headers
+                    "POST",
+                    url,
+                    content=content,
+                    headers=self.headers,
+                    timeout=self.state.turn_timeout,
                 )
                 resp = await self.state.client.send(req, stream=True)
                 if refused := await refuse_encoded(self.api.served_by, self.state.upstream, resp):
                     return refused
                 if self.api.peek is not None and resp.status_code < 400:
-                    resp = await self.api.peek(resp)
+                    resp = await self.api.peek(resp)  # (cancelled by a hang-up, httpcore closes it)
             except httpx.HTTPError as exc:
                 return upstream_failed(self.api.served_by, self.state.upstream, exc)
             if resp.status_code < 400:
@@ -285,9 +218,13 @@ class Turn:
             if attempt == retries:
                 return failed
             try:
-                recovery = await self.svc.handle_provider_error(
-                    self.session_id, resp.status_code, error_body, requested_max_tokens=max_tokens
-                )
+                with anyio.CancelScope(shield=True):  # a compaction is not cut by a hang-up
+                    recovery = await self.svc.handle_provider_error(
+                        self.session_id,
+                        resp.status_code,
+                        error_body,
+                        requested_max_tokens=max_tokens,
+                    )
             except ContextOverflowError as exc:
                 self.notices.append(str(exc))
                 return failed
@@ -299,6 +236,19 @@ class Turn:
                 f"upstream {resp.status_code} ({recovery.kind}): {recovery.reason}; retrying"
             )
         raise AssertionError("unreachable")
+
+    async def upstream_answer(self) -> Response | tuple[httpx.Response, bytes | None]:
+        """What the upstream answered: a response to pass on as it is (an error, a body
+        cut mid-way: nothing of it is recorded), a stream to relay (None), or a whole body."""
+        upstream = await self.call_upstream()
+        if isinstance(upstream, Response):
+            return upstream
+        if self.turn.stream and upstream.headers.get("content-type", "").startswith(
+            "text/event-stream"
+        ):
+            return upstream, None
+        data = await read_whole(self.api.served_by, self.state.upstream, upstream)
+        return data if isinstance(data, Response) else (upstream, data)
 
     def _view(self) -> list[Any]:
         """The compacted view to send, its stored-output previews honest about the client's tools."""
@@ -365,7 +315,7 @@ class TurnStream(Response):
         try:
             async with anyio.create_task_group() as tg:
                 # a client that goes away ends the turn: servers drop what is sent after that
-                tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+                tg.start_soon(cancel_on_disconnect, receive, tg.cancel_scope)
                 delivered = await self._forward(send, acc)
                 tg.cancel_scope.cancel()
         finally:
@@ -486,12 +436,6 @@ class TurnStream(Response):
         log.warning("session %s: %s", self.turn.session_id, message)
         return error_event(self.turn.api.name, self.turn.api.served_by, message)
 
-    @staticmethod
-    async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        scope.cancel()
-
 
 async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     admit(request, state, (api.served_by,))
@@ -508,15 +452,16 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     try:
         t = Turn(state, api, request, body, turn, sent_on)
         await t.record_request(family, context_length)
-        upstream = await t.call_upstream()
-        if isinstance(upstream, Response):
-            return upstream
-        if turn.stream and upstream.headers.get("content-type", "").startswith("text/event-stream"):
+        got = await while_connected(request.receive, t.upstream_answer)
+        if got is None:  # hung up (timed out) first: the upstream's answer is dropped
+            log.info("session %s: the client left before the answer; none recorded", t.session_id)
+            return _error(api, 499, "client_closed", "the client left before the answer")
+        if isinstance(got, Response):
+            return got
+        upstream, data = got
+        if data is None:
             handed_over = True  # the stream releases the lock when it is done
             return TurnStream(t, upstream, release)
-        data = await read_whole(api.served_by, state.upstream, upstream)
-        if isinstance(data, Response):
-            return data  # cut mid-body: nothing of the answer is recorded
         try:
             reply, usage = api.json_reply(decode_reply(data))
         except BadUpstreamReply as exc:
@@ -573,6 +518,7 @@ __all__ = [
     "Accumulator",
     "Api",
     "Reply",
+    "Resolver",
     "Turn",
     "TurnStream",
     "proxy_handler",

@@ -16,6 +16,7 @@ from ctxledger import ContextService
 from ctxledger.errors import InvalidInput, StoreError
 from ctxledger.eventstore import SQLiteEventStore, leases
 from ctxledger.ledger import Ledger
+from ctxledger.server.clientgone import cancel_on_disconnect
 from ctxledger.server.history import HistoryIndex
 from ctxledger.server.response_index import ResponseIndex
 
@@ -25,6 +26,13 @@ DEFAULT_CONTEXT_LENGTH = 128_000
 #: a proxied stream whose client takes no bytes for this long is ended (seconds): a
 #: client that stops reading would otherwise hold its session's turn forever
 DEFAULT_STALL_TIMEOUT = 60.0
+#: how long a proxied turn waits for the upstream's answer, or for a stream's next
+#: event (seconds): far past what a client's own timeout usually allows (a reasoning
+#: model may think in silence for many minutes), yet finite, so a hung upstream never
+#: holds a session (and a server's shutdown) for ever when its client set no timeout
+DEFAULT_TURN_TIMEOUT = 3600.0
+#: connecting to the upstream (seconds), for every request the server sends it
+CONNECT_TIMEOUT = 10.0
 DEFAULT_UPSTREAMS = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
@@ -62,9 +70,14 @@ class ServerState:
         transport: httpx.AsyncBaseTransport | None = None,
         stopping: Callable[[], bool] | None = None,
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+        turn_timeout: float = DEFAULT_TURN_TIMEOUT,
     ) -> None:
         if api not in DEFAULT_UPSTREAMS:
             raise ValueError(f"api must be openai or anthropic, not {api!r}")
+        if not 0 < turn_timeout < float("inf"):
+            raise ValueError(
+                f"turn_timeout must be a positive number of seconds, not {turn_timeout!r}"
+            )
         self.service = service
         self.ledger: Ledger = service.ledger
         self.token = token
@@ -74,9 +87,12 @@ class ServerState:
         self.context_length = (
             context_length or service.config.context_length or DEFAULT_CONTEXT_LENGTH
         )
+        #: the passthrough's requests (/v1/models, embeddings, count_tokens)
         self.client = httpx.AsyncClient(
-            transport=transport, timeout=httpx.Timeout(600.0, connect=10.0)
+            transport=transport, timeout=httpx.Timeout(600.0, connect=CONNECT_TIMEOUT)
         )
+        #: a proxied turn's upstream request: read, write and the pool up to `turn_timeout`
+        self.turn_timeout = httpx.Timeout(turn_timeout, connect=CONNECT_TIMEOUT)
         self.history = HistoryIndex(self.ledger)
         #: Responses ``previous_response_id`` -> the recorded reply (see response_index)
         self.responses = ResponseIndex(self.ledger)
@@ -103,7 +119,7 @@ class ServerState:
         try:
             with anyio.CancelScope() as waiting:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_until_disconnect, receive, waiting)
+                    tg.start_soon(cancel_on_disconnect, receive, waiting)
                     await lock.acquire()
                     held.append(lock.release)
                     try:
@@ -200,10 +216,11 @@ def _both(
     return release
 
 
-async def _until_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
-
-
-__all__ = ["DEFAULT_CONTEXT_LENGTH", "DEFAULT_STALL_TIMEOUT", "DEFAULT_UPSTREAMS", "ServerState"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "DEFAULT_CONTEXT_LENGTH",
+    "DEFAULT_STALL_TIMEOUT",
+    "DEFAULT_TURN_TIMEOUT",
+    "DEFAULT_UPSTREAMS",
+    "ServerState",
+]

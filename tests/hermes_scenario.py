@@ -104,6 +104,8 @@ def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     delta: dict[str, Any] = {"role": "assistant"}
     if reply.get("tool_calls"):
         delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(reply["tool_calls"])]
+        if reply.get("content"):  # (said with the call)
+            delta["content"] = reply["content"]
         finish = "tool_calls"
     else:
         delta["content"] = reply["content"]

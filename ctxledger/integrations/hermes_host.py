@@ -262,6 +262,18 @@ def empty_reply_fallback() -> bool:
     return isinstance(retries, int) and retries >= EMPTY_RETRIES
 
 
+def turn_attempts() -> int | None:
+    """Hermes's count of its turn's compaction attempts (``compression_attempts``, a
+    local of ``agent.conversation_loop.run_conversation`` in 0.19.0) on this thread's
+    stack, as its ``api_request_error`` hook finds it: the attempts its size-refusal
+    handlers made, and its pre-API compactions (the check before each model call), which
+    share the count; zeroed by a fallback activation but the empty replies' one. ``None``
+    outside a turn, or from a Hermes that keeps it elsewhere."""
+    frame = _hermes_frame("agent.conversation_loop", "run_conversation")
+    count = frame.f_locals.get("compression_attempts") if frame is not None else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
 def _hermes_frame(module: str, function: str) -> FrameType | None:
     """Hermes's `function` of `module` on this thread's stack, at most 16 frames above
     the caller's caller (the engine's method, Hermes's helper, its forwarder)."""

@@ -280,7 +280,7 @@ def test_appending_to_a_chain_whose_tip_ended_branched_names_the_branch_s_tip(
     host held), the latest wins, and a branch's own compactions are followed."""
     sid = session_with_turns(ledger, 12)
     tip = compact_now(ledger, sid).new_session_id
-    ledger.start_session(model="m", parent_session_id=tip, reason="branch")  # superseded
+    superseded = ledger.start_session(model="m", parent_session_id=tip, reason="branch")
     branch = ledger.start_session(model="m", parent_session_id=sid, reason="branch")
     ledger.end_session(tip, "branched")
     for i in range(12):
@@ -294,10 +294,47 @@ def test_appending_to_a_chain_whose_tip_ended_branched_names_the_branch_s_tip(
     with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
         anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
     ledger.end_session(new, "closed")
-    with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
+    # session 40: the latest branch closed, the earlier one (never ended) is the live
+    # continuation, named by both (before, the ledger named the closed tip and the
+    # service said "start a new session"); once it is closed too, both say so
+    for write in (ledger.append_messages, service_append(service)):
+        with pytest.raises(SessionEndedError, match=f"continuation is {superseded!r}"):
+            write(sid, [{"role": "user", "content": "more"}])
+    ledger.end_session(superseded, "closed")
+    with pytest.raises(SessionEndedError, match=r"\(compression\); start a new session"):
         ledger.append_messages(sid, [{"role": "user", "content": "more"}])
     with pytest.raises(SessionEndedError, match=r"\(branched\); start a new session"):
         anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
+
+
+def service_append(service: ContextService) -> Callable[[str, list[Any]], object]:
+    """`service.append` run to its end, as a plain call."""
+    return lambda sid, messages: anyio.run(lambda: service.append(sid, messages))
+
+
+def test_a_closed_latest_branch_leaves_the_live_one_named(ledger: Ledger) -> None:
+    """Session 40: the latest branch of a chain that ended ``branched`` was followed even
+    when it had ended: the ledger named a closed session as the live continuation (and
+    the service, reading it, said none was live). Now the live one is named, by the
+    ledger and the service alike, and none when every branch has ended."""
+    sid = session_with_turns(ledger, 4)
+    live = ledger.start_session(model="m", parent_session_id=sid, reason="branch")
+    latest = ledger.start_session(model="m", parent_session_id=sid, reason="branch")
+    ledger.end_session(sid, "branched")
+    ledger.end_session(latest, "closed")
+    assert ledger.chains.live_end(sid) == live
+    service = ContextService(ledger)
+    said = f"session {sid!r} has ended (branched); its live continuation is {live!r}"
+    with pytest.raises(SessionEndedError) as info:
+        ledger.append_messages(sid, [{"role": "user", "content": "more"}])
+    assert str(info.value) == said
+    with pytest.raises(SessionEndedError) as info:
+        service_append(service)(sid, [{"role": "user", "content": "more"}])
+    assert str(info.value) == said
+    ledger.end_session(live, "closed")
+    assert ledger.chains.live_end(sid) is None
+    with pytest.raises(SessionEndedError, match=r"\(branched\); start a new session$"):
+        ledger.append_messages(sid, [{"role": "user", "content": "more"}])
 
 
 def test_a_10mb_message_is_accepted_and_stored_once(ledger: Ledger, tmp_path: Path) -> None:

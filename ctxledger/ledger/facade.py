@@ -344,12 +344,11 @@ class Ledger:
         return sid
 
     def live_session(self, session_id: str) -> SessionView:
-        """The view of a session that can still be written to; SessionEndedError names its tip."""
+        """The view of a session that can still be written to; SessionEndedError names
+        its live continuation (``ChainsProjection.ended_note``)."""
         view = self.transcript.session(session_id)
         if view.ended:
-            tip = self.chains.live_end(session_id)
-            hint = f"; its live continuation is {tip!r}" if tip != session_id else ""
-            raise SessionEndedError(f"session {session_id!r} has ended ({view.end_reason}){hint}")
+            raise SessionEndedError(self.chains.ended_note(session_id))
         return view
 
     def call_ledger(self, session_id: str) -> CallLedger:

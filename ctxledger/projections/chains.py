@@ -106,28 +106,40 @@ class ChainsProjection:
         *_, last = self._forward(session_id)
         return last
 
-    def live_end(self, session_id: str) -> str:
-        """Where the conversation holding `session_id` goes on: its chain's tip, or, when
-        that tip ended ``branched``, the tip of the chain's latest branch (started from
-        any of its sessions), followed the same way (capped). For the error a write to an
-        ended session raises: a branch is a chain of its own, which ``tip`` never finds."""
-        tip, seen = self.tip(session_id), set()
-        for _ in range(MAX_CHAIN):
-            node = self.state.sessions.get(tip)
-            if node is None or node.end_reason != "branched" or tip in seen:
+    def live_end(self, session_id: str) -> str | None:
+        """The live session the conversation holding `session_id` goes on in: its chain's
+        tip while that has not ended; when the tip ended ``branched``, the live end of the
+        chain's branches (started from any of its sessions), the latest first and each
+        followed the same way; ``None`` when none is live (at most :data:`MAX_CHAIN`
+        chains read). A branch is a chain of its own, which ``tip`` never finds."""
+        sessions, seen = self.state.sessions, set[str]()
+        pending = [self.tip(session_id)]
+        while pending and len(seen) < MAX_CHAIN:
+            tip = pending.pop()
+            node = sessions.get(tip)
+            if node is None or tip in seen:
+                continue
+            if not node.ended:
                 return tip
             seen.add(tip)
-            sessions = self.state.sessions
-            branches = [
-                sessions[c]
-                for s in self.chain(tip)
-                for c in sessions[s].children
-                if c in sessions and sessions[c].reason == "branch"
-            ]
-            if not branches:
-                return tip
-            tip = self.tip(max(branches, key=lambda b: b.started_seq).session_id)
-        return tip
+            if node.end_reason == "branched":
+                branches = [
+                    sessions[c]
+                    for s in self.chain(tip)
+                    for c in sessions[s].children
+                    if c in sessions and sessions[c].reason == "branch"
+                ]
+                branches.sort(key=lambda b: b.started_seq)  # the latest is taken first
+                pending += [self.tip(b.session_id) for b in branches]
+        return None
+
+    def ended_note(self, session_id: str) -> str:
+        """What a write to the ended `session_id` is told (the ledger's and the service's
+        one wording): why it ended, and where the conversation goes on
+        (:meth:`live_end`), or that none of it is live."""
+        node, live = self.lineage(session_id), self.live_end(session_id)
+        then = f"its live continuation is {live!r}" if live else "start a new session"
+        return f"session {session_id!r} has ended ({node.end_reason}); {then}"
 
     def root(self, session_id: str) -> str:
         """Walk back through compression parents to the chain's first session."""

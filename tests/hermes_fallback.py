@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,16 @@ class _Time:
         time.sleep(min(seconds, 0.01))
 
 
+def _tui_compress(agent: Any, history: list[dict[str, Any]]) -> None:
+    """Hermes's TUI's ``/compress`` on `agent` (its ``_compress_session_history``, which
+    calls ``_compress_context`` with ``force=False``), its session `history`."""
+    from tui_gateway import server
+
+    lock = threading.Lock()
+    session = {"agent": agent, "history": list(history), "history_lock": lock}
+    server._compress_session_history(session | {"history_version": 0})
+
+
 def _turn(url: str, script: list[str], session: str) -> dict[str, Any]:
     """One agent's turn under `script`: what was done, its count, what the ledger holds."""
     PLAN[:], DONE[:] = script, []
@@ -105,7 +116,7 @@ def _turn(url: str, script: list[str], session: str) -> dict[str, Any]:
     pending = engine._hermes_session in engine._shared.refused  # (before the session's end)
     count = engine.compression_count
     if script is PRE_API:  # then the TUI's /compress (force=False): no answer to a refusal
-        agent._compress_context(result["messages"], None, approx_tokens=30_000)
+        _tui_compress(agent, result["messages"])
     engine.on_session_end(agent.session_id, result["messages"])
     out = {"root": engine._root, "done": list(DONE), "count": count}
     return out | {"error": result.get("error"), "pending": pending}

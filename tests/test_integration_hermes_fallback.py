@@ -76,5 +76,6 @@ def test_pre_api_compactions_count_among_the_turn_s_attempts(run):
     chain = set(ledger.chains.chain(ledger.tip(result["root"])))
     events = [r.event for r in ledger.store.read_all() if r.event.session_id in chain]
     switches = [e.trigger for e in events if isinstance(e, SessionSwitched)]
-    # the pre-API compaction, two refusals answered, then the TUI's (Hermes decided)
-    assert switches == ["preflight", "overflow", "overflow", "preflight"]
+    # the pre-API compaction, two refusals answered, then the TUI's /compress (session
+    # 40: the user asked, not forcing it; ``preflight`` before, as Hermes's own decision)
+    assert switches == ["preflight", "overflow", "overflow", "requested"]

@@ -43,9 +43,9 @@ compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. Ot
 ``force=False`` (Hermes decided, on its estimate) a ``preflight`` one with the size Hermes
 passed (:class:`~ctxledger.integrations.hermes_host.Asked`), or ``overflow`` when its
 ``api_request_error`` hook said the provider refused the request for its size (session
-38), ``hygiene`` under its gateway's hygiene (session 39); every one was ``manual``
-before session 37. ``recall`` and ``expand_compaction``
-are the engine's tools.
+38), ``hygiene`` under its gateway's hygiene (session 39), ``requested`` for its TUI's
+and ACP's ``/compress`` (session 40); every one was ``manual`` before session 37.
+``recall`` and ``expand_compaction`` are the engine's tools.
 """
 
 from __future__ import annotations
@@ -266,10 +266,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         try:
             ids = self._lineage(None)
             refused = self._shared.refused.pop(self._hermes_session or "", None)
-            hygiene = not force and host.gateway_hygiene()  # (read in Hermes's thread)
-            limit = host.hygiene_hard_limit() if hygiene else 0  # (its hygiene's, recorded)
-            asked = host.Asked(
-                focus_topic, bool(force), current_tokens, self._agent, refused, limit
+            asked = host.Asked.reading(  # (in Hermes's thread: who called, its config)
+                focus_topic, bool(force), current_tokens, self._agent, refused
             )
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:

@@ -187,10 +187,11 @@ def _last_check(ledger: Ledger, r: CompactionRecord) -> CompressionChecked | Non
 
 def _doubled_warning(doubled: int, recorded: list[CompactionRecord], kinds: set[str]) -> str:
     """What to say of `doubled` compactions asked for (their triggers `kinds`: ``manual``,
-    ``requested``) the what-if made right after one of its own: a host deciding every compaction when the recording has no automatic one
-    (Hermes's context engine recorded each as asked for until session 37; since, a
-    decision of Hermes's own is a host's ``preflight``, which the what-if judges
-    instead of doubling), else the what-if's settings."""
+    ``requested``) the what-if made right after one of its own: a host deciding every
+    compaction when the recording has no automatic one (Hermes's context engine
+    recorded each as asked for until session 37; since, a decision of Hermes's own is a
+    host's ``preflight``, which the what-if judges instead of doubling), else the
+    what-if's settings."""
     said = (
         f"{doubled} compaction(s) the agent asked for ({', '.join(sorted(kinds))}) came "
         "right after one the what-if's loop made on its own at the same point, nothing "
@@ -210,8 +211,8 @@ def _doubled(compactions: list[CompactionRecord]) -> list[CompactionRecord]:
     automatic one: of the session that one started, at the size it left (nothing
     appended in between). Pairs are counted, not placed: a recorded pair at one point
     offsets a what-if's at another. Hygiene then the turn's messages then the one asked
-    for is not caught (its
-    sizes differ): in a Hermes chain hygiene's threshold sits above the host's."""
+    for is not caught (its sizes differ): in a Hermes chain hygiene's threshold sits
+    above the host's."""
     return [
         after
         for before, after in itertools.pairwise(compactions)

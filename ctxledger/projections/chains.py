@@ -109,28 +109,27 @@ class ChainsProjection:
     def live_end(self, session_id: str) -> str | None:
         """The live session the conversation holding `session_id` goes on in: its chain's
         tip while that has not ended; when the tip ended ``branched``, the live end of the
-        chain's branches (started from any of its sessions), the latest first and each
-        followed the same way; ``None`` when none is live (at most :data:`MAX_CHAIN`
-        chains read). A branch is a chain of its own, which ``tip`` never finds."""
-        sessions, seen = self.state.sessions, set[str]()
-        pending = [self.tip(session_id)]
-        while pending and len(seen) < MAX_CHAIN:
-            tip = pending.pop()
+        chain's latest branch (started from any of its sessions), followed the same way.
+        ``None`` when the chain followed ended any other way (or branched into nothing):
+        an earlier branch, which the latest superseded, is never named (session 40, the
+        lead's decision). At most :data:`MAX_CHAIN` chains are read. A branch is a chain
+        of its own, which ``tip`` never finds."""
+        sessions, tip = self.state.sessions, self.tip(session_id)
+        for _ in range(MAX_CHAIN):
             node = sessions.get(tip)
-            if node is None or tip in seen:
-                continue
-            if not node.ended:
-                return tip
-            seen.add(tip)
-            if node.end_reason == "branched":
-                branches = [
-                    sessions[c]
-                    for s in self.chain(tip)
-                    for c in sessions[s].children
-                    if c in sessions and sessions[c].reason == "branch"
-                ]
-                branches.sort(key=lambda b: b.started_seq)  # the latest is taken first
-                pending += [self.tip(b.session_id) for b in branches]
+            if node is None or not node.ended:
+                return None if node is None else tip
+            if node.end_reason != "branched":
+                return None
+            branches = [
+                sessions[c]
+                for s in self.chain(tip)
+                for c in sessions[s].children
+                if c in sessions and sessions[c].reason == "branch"
+            ]
+            if not branches:
+                return None
+            tip = self.tip(max(branches, key=lambda b: b.started_seq).session_id)
         return None
 
     def ended_note(self, session_id: str) -> str:

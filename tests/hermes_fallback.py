@@ -23,14 +23,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import hermes_scenario
 from hermes_overflow import ERROR  # (400, context_length_exceeded, stating 60,000)
-from hermes_scenario import fake_agent, serve
+from hermes_scenario import fake_agent, serve, tui_compress
 
 #: what the upstream does with each chat request of the turn, in order
 SCRIPT = ["refuse", "recall", "refuse", "recall", "refuse", "recall", "limit", "refuse", "answer"]
@@ -91,16 +90,6 @@ class _Time:
         time.sleep(min(seconds, 0.01))
 
 
-def _tui_compress(agent: Any, history: list[dict[str, Any]]) -> None:
-    """Hermes's TUI's ``/compress`` on `agent` (its ``_compress_session_history``, which
-    calls ``_compress_context`` with ``force=False``), its session `history`."""
-    from tui_gateway import server
-
-    lock = threading.Lock()
-    session = {"agent": agent, "history": list(history), "history_lock": lock}
-    server._compress_session_history(session | {"history_version": 0})
-
-
 def _turn(url: str, script: list[str], session: str) -> dict[str, Any]:
     """One agent's turn under `script`: what was done, its count, what the ledger holds."""
     PLAN[:], DONE[:] = script, []
@@ -116,7 +105,7 @@ def _turn(url: str, script: list[str], session: str) -> dict[str, Any]:
     pending = engine._hermes_session in engine._shared.refused  # (before the session's end)
     count = engine.compression_count
     if script is PRE_API:  # then the TUI's /compress (force=False): no answer to a refusal
-        _tui_compress(agent, result["messages"])
+        tui_compress(agent, result["messages"])
     engine.on_session_end(agent.session_id, result["messages"])
     out = {"root": engine._root, "done": list(DONE), "count": count}
     return out | {"error": result.get("error"), "pending": pending}

@@ -241,6 +241,18 @@ def serve() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
+def tui_compress(agent: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hermes's TUI's ``/compress`` on `agent` (its ``_compress_session_history``, which
+    calls ``_compress_context`` with ``force=False``), its session `history`: the list
+    the TUI's session holds after it."""
+    from tui_gateway import server
+
+    session = {"agent": agent, "history": list(history), "history_lock": threading.Lock()}
+    session["history_version"] = 0
+    server._compress_session_history(session)
+    return list(session["history"])
+
+
 def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -> dict[str, Any]:
     """A gateway calls the synchronous ``compress`` from a thread whose asyncio loop runs:
     a per-agent copy, bound to a new conversation, compacts the same history there."""

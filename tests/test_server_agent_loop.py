@@ -92,3 +92,7 @@ async def test_a_branch_takes_its_parent_s_loop_unless_it_names_one(tmp_path: Pa
         body = {"model": "m", "session_id": "q", "parent_session_id": "d", "reason": "branch"}
         assert (await r.http.post("/v1/sessions", json=body)).status_code == 201
         assert LOOP_KEY not in _config(r, "q")  # (its parent named none: as before)
+        schema = (await r.http.get("/openapi.json")).json()
+        post = schema["paths"]["/v1/sessions"]["post"]["requestBody"]["content"]
+        said = post["application/json"]["schema"]["properties"]["agent_loop"]["description"]
+        assert said.endswith("(when not given: a branch takes its parent's, else hermes)")

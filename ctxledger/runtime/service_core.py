@@ -148,7 +148,8 @@ class ServiceCore:
     ) -> str:
         """Start a session (a branch or delegate names its parent). Returns its id.
         `loop`: where the caller checks for compaction (``every_call``, ``per_run``,
-        ``hermes``: :data:`~ctxledger.ledger.spec.LOOPS`), recorded so a what-if replays it."""
+        ``hermes``: :data:`~ctxledger.ledger.spec.LOOPS`), recorded so a what-if replays it;
+        when not given a branch takes its parent's, else ``hermes`` (a delegate: ``hermes``)."""
         spec = SessionSpec(
             model=model,
             context_length=context_length,

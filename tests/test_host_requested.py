@@ -2,7 +2,7 @@
 ``/compress``: ``compress(force=False)``) is recorded as ``requested`` (session 40): the
 guards apply, as Hermes's own do for it, and the size is not judged, neither when it is
 recorded nor in a what-if. Recorded as ``preflight`` before, a what-if judged it against
-the threshold and dropped it where the conversation was under it. Hermes tells it by
+the threshold and dropped it where the conversation was under it. The plugin tells it by
 the module calling its ``_compress_context`` (its TUI's and ACP's), read off the stack."""
 
 from __future__ import annotations

@@ -117,9 +117,9 @@ class ChainsProjection:
         sessions, tip = self.state.sessions, self.tip(session_id)
         for _ in range(MAX_CHAIN):
             node = sessions.get(tip)
-            if node is None or not node.ended:
-                return None if node is None else tip
-            if node.end_reason != "branched":
+            if node is not None and not node.ended:
+                return tip
+            if node is None or node.end_reason != "branched":
                 return None
             branches = [
                 sessions[c]

@@ -24,7 +24,9 @@ from ctxledger.usage import CanonicalUsage
 
 SessionReason = Literal["new", "compression", "branch", "delegate", "revert", "import"]
 #: ``import``: a compaction the source agent made, recorded by an importer
-Trigger = Literal["manual", "preflight", "in_loop", "hygiene", "overflow", "batch", "import"]
+Trigger = Literal[
+    "manual", "preflight", "in_loop", "hygiene", "overflow", "batch", "import", "requested"
+]
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="kind", tag=True, kw_only=True):

@@ -139,12 +139,18 @@ class _Store:
         return True
 
 
-def _runner_class() -> Any:
+def _runner_class(compacts: bool) -> Any:
     from gateway import run as gateway_run
 
     class Runner(ReadsAsNothing, gateway_run.GatewayRunner):  # type: ignore[misc, name-defined]
         def _thread_metadata_for_source(self, *_: Any, **__: Any) -> Any:
+            if compacts:  # the branch that compresses runs on (no thread)
+                return None
             raise _Decided(True)  # the first call of the branch that compresses
+
+        def _resolve_session_agent_runtime(self, **_: Any) -> Any:
+            runtime = {"api_key": "sk-fake", "base_url": "http://127.0.0.1:9/v1"}
+            return "local-model", runtime | {"provider": "custom"}  # (no call reaches it)
 
         def _voice_channel_sidecar_note(self, *_: Any, **__: Any) -> Any:
             raise _Decided(False)  # the first call after the hygiene block
@@ -152,14 +158,49 @@ def _runner_class() -> Any:
     return Runner
 
 
+def gateway_hygiene(
+    home: Path, history: list[dict[str, Any]], compacts: bool = False, **entry: Any
+) -> bool | None:
+    """Hermes's own message handler (``GatewayRunner._handle_message_with_agent``) for
+    one inbound message on a local platform, Hermes's home at `home`, up to where its
+    hygiene has decided: True at the first call of the branch that compresses (unless
+    it `compacts`: then that branch runs, on a fresh agent), False at the first call
+    after the block. A fake session store holds the session (`history`, the
+    ``SessionEntry`` fields `entry`); every other runner attribute reads as nothing."""
+    import asyncio
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from gateway import run as gateway_run
+    from gateway.config import GatewayConfig, Platform
+    from gateway.session import SessionEntry, SessionSource
+
+    runner = object.__new__(_runner_class(compacts))
+    runner.config, runner._session_db, runner._turn_leases = GatewayConfig(), None, None
+    source = SessionSource(platform=Platform.LOCAL, chat_id="chat", user_id="user")
+    entry.setdefault("session_id", "session")
+    created, updated = datetime(2026, 1, 2), datetime(2026, 1, 1)
+    entry = SessionEntry(session_key="key", created_at=created, updated_at=updated, **entry)
+    runner.session_store = _Store(entry, history)
+    event = SimpleNamespace(
+        text="next", reply_to_message_id=None, reply_to_text=None, metadata={}, source=source
+    )
+    saved_home, gateway_run._hermes_home = gateway_run._hermes_home, home
+    try:
+        asyncio.run(runner._handle_message_with_agent(event, source, "key", 1))
+        return None
+    except _Decided as stop:
+        return stop.compress
+    finally:
+        gateway_run._hermes_home = saved_home
+
+
 def hygiene(item: dict[str, Any]) -> dict[str, Any]:
     """Hermes's gateway hygiene decision, taken by its own message handler
-    (``GatewayRunner._handle_message_with_agent``) for one inbound message on a local
-    platform: a fake session store holds the session (its transcript and its stored
-    real prompt count), config.yaml gives the window and the hard message limit, every
-    other runner attribute reads as nothing. The handler is stopped where it has
-    decided: the branch that compresses, or the first call after the block. Also the
-    rough estimate it took of the history, when it took one."""
+    (:func:`gateway_hygiene`) for one inbound message on a local platform: a fake
+    session store holds the session (its transcript and its stored real prompt count),
+    config.yaml gives the window and the hard message limit. Also the rough estimate
+    it took of the history, when it took one."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hermes-hygiene-") as home:
@@ -168,33 +209,12 @@ def hygiene(item: dict[str, Any]) -> dict[str, Any]:
 
 def _hygiene_in(home: Path, item: dict[str, Any]) -> dict[str, Any]:
     """:func:`hygiene` with its Hermes home, a directory removed after the call."""
-    import asyncio
-    from datetime import datetime
-    from types import SimpleNamespace
-
     from agent import model_metadata
-    from gateway import run as gateway_run
-    from gateway.config import GatewayConfig, Platform
-    from gateway.session import SessionEntry, SessionSource
 
     (home / "config.yaml").write_text(
         f"model:\n  default: local-model\n  provider: custom\n"
         f"  base_url: http://127.0.0.1:9/v1\n  context_length: {item['window']}\n"
         f"compression:\n  hygiene_hard_message_limit: {item['hard_limit']}\n"
-    )
-    runner = object.__new__(_runner_class())
-    runner.config, runner._session_db, runner._turn_leases = GatewayConfig(), None, None
-    source = SessionSource(platform=Platform.LOCAL, chat_id="chat", user_id="user")
-    entry = SessionEntry(
-        session_key="key",
-        session_id="session",
-        created_at=datetime(2026, 1, 2),
-        updated_at=datetime(2026, 1, 1),
-        last_prompt_tokens=item["last_prompt_tokens"],
-    )
-    runner.session_store = _Store(entry, item["history"])
-    event = SimpleNamespace(
-        text="next", reply_to_message_id=None, reply_to_text=None, metadata={}, source=source
     )
     estimates: list[int] = []
     rough = model_metadata.estimate_messages_tokens_rough
@@ -203,15 +223,12 @@ def _hygiene_in(home: Path, item: dict[str, Any]) -> dict[str, Any]:
         estimates.append(rough(messages))
         return estimates[-1]
 
-    saved_home, gateway_run._hermes_home = gateway_run._hermes_home, home
     model_metadata.estimate_messages_tokens_rough = recording
     try:
-        asyncio.run(runner._handle_message_with_agent(event, source, "key", 1))
-        decided: bool | None = None
-    except _Decided as stop:
-        decided = stop.compress
+        decided = gateway_hygiene(
+            home, item["history"], last_prompt_tokens=item["last_prompt_tokens"]
+        )
     finally:
-        gateway_run._hermes_home = saved_home
         model_metadata.estimate_messages_tokens_rough = rough
     return {"compress": decided, "estimate": estimates[0] if estimates else None}
 

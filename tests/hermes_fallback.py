@@ -29,13 +29,17 @@ from typing import Any
 
 import hermes_scenario
 from hermes_overflow import ERROR  # (400, context_length_exceeded, stating 60,000)
-from hermes_scenario import fake_agent, serve
+from hermes_scenario import fake_agent, serve, tui_compress
 
 #: what the upstream does with each chat request of the turn, in order
 SCRIPT = ["refuse", "recall", "refuse", "recall", "refuse", "recall", "limit", "refuse", "answer"]
 #: the second agent's: empty replies (as long as the primary model is asked) where the
 #: first's had a 429, a fallback Hermes does not zero its compaction attempts for
 EMPTY = [*SCRIPT[:6], "empty", "refuse", "answer"]
+#: the third agent's: a long reply with its recall call (Hermes's check before the next
+#: call compacts: its first attempt of the turn), then three refusals (its last given up)
+PRE_API = ["grow", "recall", "refuse", "recall", "refuse", "recall", "refuse"]
+GROWN = " ".join(f"omega{i} epsilon zeta" for i in range(7000))
 PLAN: list[str] = []
 DONE: list[tuple[str, str]] = []  # (the request's model, what was done)
 LIMITED = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
@@ -59,9 +63,11 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     reply = (
         hermes_scenario._call("recall", {"query": "part 1", "limit": 5})
-        if step == "recall"
+        if step in ("recall", "grow")
         else {"content": "" if step == "empty" else "Done: the alpha module is reviewed."}
     )
+    if step == "grow":
+        reply["content"] = GROWN
     saved = hermes_scenario._reply
     hermes_scenario._reply = lambda _: reply
     try:
@@ -97,8 +103,11 @@ def _turn(url: str, script: list[str], session: str) -> dict[str, Any]:
     result = agent.run_conversation("Turn 12: and the last part?", conversation_history=history)
     engine = agent.context_compressor
     pending = engine._hermes_session in engine._shared.refused  # (before the session's end)
+    count = engine.compression_count
+    if script is PRE_API:  # then the TUI's /compress (force=False): no answer to a refusal
+        tui_compress(agent, result["messages"])
     engine.on_session_end(agent.session_id, result["messages"])
-    out = {"root": engine._root, "done": list(DONE), "count": engine.compression_count}
+    out = {"root": engine._root, "done": list(DONE), "count": count}
     return out | {"error": result.get("error"), "pending": pending}
 
 
@@ -113,6 +122,7 @@ def main() -> None:
     url = serve()
     out = {"db": str(home / "ctxledger.ledger.db"), "limit": _turn(url, SCRIPT, "limit")}
     out["empty"] = _turn(url, EMPTY, "empty")
+    out["pre_api"] = _turn(url, PRE_API, "pre-api")
     (workdir / "fallback.json").write_text(json.dumps(out))
 
 

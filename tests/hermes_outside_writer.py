@@ -8,7 +8,9 @@ Run by ``tests/test_integration_hermes_outside.py`` with the python of ``.venv-h
 Hermes (the README's ``config.yaml``, the fake upstream of ``hermes_scenario.py``) runs
 five small turns, none reaching its threshold; after turn 2 the CLI compacts the
 conversation's chain, after turn 3 it undoes that compaction, each as a separate
-process. ``WORKDIR/outside.json`` holds every chat request (with the turn it belongs
+process. After the last turn's hand-over the CLI compacts and undoes once more (the
+chain's tip moved again, to a view Hermes holds) and Hermes's TUI's ``/compress``
+(``force=False``) runs: the user asked, so the tip is compacted (session 40). ``WORKDIR/outside.json`` holds every chat request (with the turn it belongs
 to), Hermes's compaction count after each turn and what the CLI printed; the test reads
 the ledger with the project's ctxledger.
 """
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hermes_scenario import REQUESTS, fake_agent, hermes_home, serve
+from hermes_scenario import REQUESTS, fake_agent, hermes_home, serve, tui_compress
 
 
 def _cli(db: Path, *args: str) -> str:
@@ -79,7 +81,12 @@ def main() -> None:
         counts.append(engine.compression_count)
         ids.append(agent.session_id)
     engine.on_session_end(agent.session_id, history)
-    out = {"db": str(db), "root": engine._root, "requests": REQUESTS, "turns": turns}
+    said["compress2"] = _cli(db, "compress", str(engine._root), "--json")
+    said["undo2"] = _cli(db, "undo", json.loads(said["compress2"])["compaction_id"])
+    tui = tui_compress(agent, history)  # on the moved tip: a user's request
+    engine.on_session_end(agent.session_id, tui)
+    out = {"tui": tui, "tui_count": engine.compression_count}
+    out |= {"db": str(db), "root": engine._root, "requests": REQUESTS, "turns": turns}
     out |= {"counts": counts, "ids": ids, "said": said, "history": history}
     out["archived"] = _archived(home, agent.session_id) if store is not None else None
     (workdir / "outside.json").write_text(json.dumps(out))

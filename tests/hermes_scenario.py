@@ -104,6 +104,8 @@ def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     delta: dict[str, Any] = {"role": "assistant"}
     if reply.get("tool_calls"):
         delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(reply["tool_calls"])]
+        if reply.get("content"):  # (said with the call)
+            delta["content"] = reply["content"]
         finish = "tool_calls"
     else:
         delta["content"] = reply["content"]
@@ -237,6 +239,18 @@ def serve() -> str:
             raise RuntimeError("the fake upstream did not start")
         time.sleep(0.05)
     return f"http://127.0.0.1:{port}/v1"
+
+
+def tui_compress(agent: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hermes's TUI's ``/compress`` on `agent` (its ``_compress_session_history``, which
+    calls ``_compress_context`` with ``force=False``), its session `history`: the list
+    the TUI's session holds after it."""
+    from tui_gateway import server
+
+    session = {"agent": agent, "history": list(history), "history_lock": threading.Lock()}
+    session["history_version"] = 0
+    server._compress_session_history(session)
+    return list(session["history"])
 
 
 def compress_inside_a_running_loop(engine: Any, history: list[dict[str, Any]]) -> dict[str, Any]:

@@ -59,3 +59,23 @@ def test_a_fallback_for_empty_replies_renews_no_attempts(run):
     assert result["done"][-1] == ["fallback-model", "refuse"]
     assert result["count"] == 3 and "max compression attempts" in result["error"]
     assert result["pending"] is False
+
+
+def test_pre_api_compactions_count_among_the_turn_s_attempts(run):
+    """Session 40: Hermes's check before a model call compacts under the same count its
+    size-refusal handlers keep (``compression_attempts``, three a turn). After one such
+    compaction it answers two refusals and gives the third up; the engine follows its
+    count (before, it counted refusals only and held the third as pending, so the TUI's
+    ``/compress`` that followed was recorded ``overflow``, an answer to it)."""
+    out, ledger = run
+    result = out["pre_api"]
+    done = [step for _, step in result["done"]]
+    assert done == ["grow", "recall", "refuse", "recall", "refuse", "recall", "refuse"]
+    assert result["count"] == 3 and "max compression attempts" in result["error"]
+    assert result["pending"] is False
+    chain = set(ledger.chains.chain(ledger.tip(result["root"])))
+    events = [r.event for r in ledger.store.read_all() if r.event.session_id in chain]
+    switches = [e.trigger for e in events if isinstance(e, SessionSwitched)]
+    # the pre-API compaction, two refusals answered, then the TUI's /compress (session
+    # 40: the user asked, not forcing it; ``preflight`` before, as Hermes's own decision)
+    assert switches == ["preflight", "overflow", "overflow", "requested"]

@@ -34,6 +34,10 @@ def run(tmp_path_factory, request):
     ledger.close()
 
 
+def _switches(ledger: Ledger) -> list[SessionSwitched]:
+    return [r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)]
+
+
 def _sent(result: dict, turn: int) -> list[list[tuple]]:
     """The non-system messages of each request of `turn`."""
     return [
@@ -51,7 +55,7 @@ def _views(ledger: Ledger, root: str) -> list[list[tuple]]:
 
 def test_hermes_sends_the_ledger_s_view_after_a_cli_compress_and_undo(run):
     result, ledger = run
-    switches = [r.event for r in ledger.store.read_all() if isinstance(r.event, SessionSwitched)]
+    switches = _switches(ledger)[:2]  # (the script's last step: the test below)
     assert [s.reason for s in switches] == ["compression", "revert"]
     assert [s.trigger for s in switches] == ["manual", "manual"]  # (the CLI's, the undo's)
     compacted, reverted = switches[0].new_session_id, switches[1].new_session_id
@@ -88,3 +92,20 @@ def test_hermes_s_store_sets_its_list_aside_at_an_adopt_as_at_a_compaction(run):
     assert len(set(result["ids"])) == 1
     if result["archived"] is not None:
         assert result["archived"] > 0
+
+
+def test_a_tui_compress_after_an_outside_writer_moved_the_tip_compacts_it(run):
+    """Session 40, review 1: Hermes's TUI's ``/compress`` (``force=False``, recorded
+    ``requested``) after the CLI moved the tip compacts the tip, as its user asked;
+    before, the plugin took the tip's view as at Hermes's own check, nothing compacted."""
+    result, ledger = run
+    switches = _switches(ledger)
+    assert [(s.reason, s.trigger) for s in switches[2:]] == [
+        ("compression", "manual"),
+        ("revert", "manual"),
+        ("compression", "requested"),
+    ]
+    tip = ledger.tip(result["root"])
+    assert tip == switches[-1].new_session_id
+    assert len(result["tui"]) < len(result["history"])  # Hermes holds the compacted view
+    assert [_key(m) for m in result["tui"]] == _views(ledger, result["root"])[-1]

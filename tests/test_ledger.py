@@ -280,7 +280,7 @@ def test_appending_to_a_chain_whose_tip_ended_branched_names_the_branch_s_tip(
     host held), the latest wins, and a branch's own compactions are followed."""
     sid = session_with_turns(ledger, 12)
     tip = compact_now(ledger, sid).new_session_id
-    ledger.start_session(model="m", parent_session_id=tip, reason="branch")  # superseded
+    superseded = ledger.start_session(model="m", parent_session_id=tip, reason="branch")
     branch = ledger.start_session(model="m", parent_session_id=sid, reason="branch")
     ledger.end_session(tip, "branched")
     for i in range(12):
@@ -294,10 +294,40 @@ def test_appending_to_a_chain_whose_tip_ended_branched_names_the_branch_s_tip(
     with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
         anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
     ledger.end_session(new, "closed")
-    with pytest.raises(SessionEndedError, match=f"continuation is {new!r}"):
-        ledger.append_messages(sid, [{"role": "user", "content": "more"}])
-    with pytest.raises(SessionEndedError, match=r"\(branched\); start a new session"):
-        anyio.run(lambda: service.append(sid, [{"role": "user", "content": "more"}]))
+    # session 40 (the lead's decision): the latest branch closed, nothing is live; the
+    # superseded earlier branch (never ended) is not named. Before, the ledger named the
+    # closed tip `new` as the live continuation where the service said none was live
+    for write in (ledger.append_messages, service_append(service)):
+        with pytest.raises(SessionEndedError, match=r"; start a new session$") as info:
+            write(sid, [{"role": "user", "content": "more"}])
+        assert superseded not in str(info.value)
+
+
+def service_append(service: ContextService) -> Callable[[str, list[Any]], object]:
+    """`service.append` run to its end, as a plain call."""
+    return lambda sid, messages: anyio.run(lambda: service.append(sid, messages))
+
+
+def test_only_the_latest_branch_is_followed_to_the_live_continuation(ledger: Ledger) -> None:
+    """Session 40: the live continuation is followed along the latest branch only. While
+    it (or its own latest branch, when it ended ``branched``) is live it is named, by the
+    ledger and the service alike; once it ended another way none is live, and an earlier
+    branch, superseded, is never named (the ledger named the closed branch before)."""
+    sid = session_with_turns(ledger, 4)
+    earlier = ledger.start_session(model="m", parent_session_id=sid, reason="branch")
+    latest = ledger.start_session(model="m", parent_session_id=sid, reason="branch")
+    ledger.end_session(sid, "branched")
+    inner = ledger.start_session(model="m", parent_session_id=latest, reason="branch")
+    ledger.end_session(latest, "branched")
+    assert ledger.chains.live_end(sid) == inner
+    ledger.end_session(inner, "closed")
+    assert ledger.chains.live_end(sid) is None
+    assert ledger.chains.live_end(earlier) == earlier  # its own chain: live
+    said = f"session {sid!r} has ended (branched); start a new session"
+    for write in (ledger.append_messages, service_append(ContextService(ledger))):
+        with pytest.raises(SessionEndedError) as info:
+            write(sid, [{"role": "user", "content": "more"}])
+        assert str(info.value) == said
 
 
 def test_a_10mb_message_is_accepted_and_stored_once(ledger: Ledger, tmp_path: Path) -> None:

@@ -67,3 +67,32 @@ async def test_an_unknown_agent_loop_is_a_422_and_starts_nothing(
         assert res.status_code == 422 and said in res.json()["error"]["message"]
         assert r.last_seq() == before
         assert "x" not in r.service.ledger.transcript.state.sessions
+
+
+async def test_a_branch_takes_its_parent_s_loop_unless_it_names_one(tmp_path: Path) -> None:
+    """Session 40: a branch started through the API without ``agent_loop`` recorded none
+    (a what-if replayed it in the ``hermes`` loop) though its parent named one. A branch
+    is the same conversation, forked: it takes the parent's loop, a loop it
+    names wins; a delegate (another agent) takes none."""
+    async with rig(tmp_path) as r:
+        body = {"model": "m", "session_id": "p", "agent_loop": "per_run"}
+        assert (await r.http.post("/v1/sessions", json=body)).status_code == 201
+        starts = {
+            "b": {"reason": "branch"},
+            "e": {"reason": "branch", "agent_loop": "every-call"},
+            "d": {"reason": "delegate"},
+        }
+        for sid, extra in starts.items():
+            body = {"model": "m", "session_id": sid, "parent_session_id": "p", **extra}
+            assert (await r.http.post("/v1/sessions", json=body)).status_code == 201
+        assert _config(r, "b")[LOOP_KEY] == "per_run"
+        assert history(r.service.ledger, "b").start.loop == "per_run"
+        assert _config(r, "e")[LOOP_KEY] == "every_call"
+        assert LOOP_KEY not in _config(r, "d")
+        body = {"model": "m", "session_id": "q", "parent_session_id": "d", "reason": "branch"}
+        assert (await r.http.post("/v1/sessions", json=body)).status_code == 201
+        assert LOOP_KEY not in _config(r, "q")  # (its parent named none: as before)
+        schema = (await r.http.get("/openapi.json")).json()
+        post = schema["paths"]["/v1/sessions"]["post"]["requestBody"]["content"]
+        said = post["application/json"]["schema"]["properties"]["agent_loop"]["description"]
+        assert said.endswith("(when not given: a branch takes its parent's, else hermes)")

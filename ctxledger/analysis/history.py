@@ -105,6 +105,9 @@ class CompressStep(_Step, frozen=True, kw_only=True):
     hygiene: bool = False
     #: the host's hygiene message limit (``details["hard_limit"]``), if it said
     hard_limit: int | None = None
+    #: the user asked the host, not forcing it (trigger ``requested``, session 40:
+    #: Hermes's TUI and ACP ``/compress``): replayed whatever the size, guards applying
+    requested: bool = False
 
 
 class ModelStep(_Step, frozen=True, kw_only=True):
@@ -273,6 +276,7 @@ def _host_step(e: CompressionChecked | CompressionSkipped) -> CompressStep:
         refused=e.trigger == "overflow",
         hygiene=e.trigger == "hygiene",
         hard_limit=limit if said else None,
+        requested=e.trigger == "requested",
         at=e.at,
     )
 

@@ -189,6 +189,7 @@ class _Driver:
             refused=step.refused,
             hygiene=step.hygiene,
             hard_limit=step.hard_limit,
+            requested=step.requested,
         )
         self.sid = result.session_id
 

@@ -30,6 +30,8 @@ from ctxledger.runtime.pressure import HARD_LIMIT_REACHED
 #: triggers the what-if's loop fires on its own (HERMES_SPEC §2), as opposed to a
 #: compaction a step asked for (``manual``) or one an import recorded
 _AUTOMATIC = frozenset({"preflight", "in_loop", "hygiene", "overflow"})
+#: triggers of a compaction the user asked for: forced (``manual``) or not (``requested``)
+_ASKED = frozenset({"manual", "requested"})
 
 
 def comparison_warnings(
@@ -63,9 +65,10 @@ def comparison_warnings(
     whatif = chain_compactions(scratch, tip)
     if not usage and hist.start.source is not None:
         out.extend(_imported(hist.start.source, recorded, whatif))
-    doubled = len(_doubled(whatif)) - len(_doubled(recorded))
+    doubles = _doubled(whatif)
+    doubled = len(doubles) - len(_doubled(recorded))
     if doubled > 0:
-        out.append(_doubled_warning(doubled, recorded))
+        out.append(_doubled_warning(doubled, recorded, {r.switch.trigger for r in doubles}))
     loop = recorded_loop(scratch.transcript.session(scratch.chains.root(tip)).config) or HERMES
     if not any(key.startswith("hygiene_") for key in changed):
         out.extend(_hygiene_warning(scratch, recorded, whatif))
@@ -182,16 +185,18 @@ def _last_check(ledger: Ledger, r: CompactionRecord) -> CompressionChecked | Non
     return last
 
 
-def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:
-    """What to say of `doubled` manual compactions the what-if made right after one of
-    its own: a host deciding every compaction when the recording has no automatic one
-    (Hermes's context engine recorded each as asked for until session 37; since, a
-    decision of Hermes's own is a host's ``preflight``, which the what-if judges
-    instead of doubling), else the what-if's settings."""
+def _doubled_warning(doubled: int, recorded: list[CompactionRecord], kinds: set[str]) -> str:
+    """What to say of `doubled` compactions asked for (their triggers `kinds`: ``manual``,
+    ``requested``) the what-if made right after one of its own: a host deciding every
+    compaction when the recording has no automatic one (Hermes's context engine
+    recorded each as asked for until session 37; since, a decision of Hermes's own is a
+    host's ``preflight``, which the what-if judges instead of doubling), else the
+    what-if's settings."""
     said = (
-        f"{doubled} compaction(s) the agent asked for (manual) came right after one the "
-        "what-if's loop made on its own at the same point, nothing appended between, so "
-        "the what-if compacted twice where the recording compacted once: "
+        f"{doubled} compaction(s) the agent asked for ({', '.join(sorted(kinds))}) came "
+        "right after one the what-if's loop made on its own at the same point, nothing "
+        "appended between, so the what-if compacted twice where the recording compacted "
+        "once: "
     )
     if any(r.switch.trigger in _AUTOMATIC for r in recorded):
         return said + "no automatic compaction of the recording happened there"
@@ -202,16 +207,17 @@ def _doubled_warning(doubled: int, recorded: list[CompactionRecord]) -> str:
 
 
 def _doubled(compactions: list[CompactionRecord]) -> list[CompactionRecord]:
-    """The manual compactions of a chain made right after an automatic one: of the
-    session that one started, at the size it left (nothing appended in between). Pairs
-    are counted, not placed: a recorded pair at one point offsets a what-if's at
-    another. Hygiene then the turn's messages then the manual one is not caught (its
-    sizes differ): in a Hermes chain hygiene's threshold sits above the host's."""
+    """The compactions asked for (:data:`_ASKED`) of a chain made right after an
+    automatic one: of the session that one started, at the size it left (nothing
+    appended in between). Pairs are counted, not placed: a recorded pair at one point
+    offsets a what-if's at another. Hygiene then the turn's messages then the one asked
+    for is not caught (its sizes differ): in a Hermes chain hygiene's threshold sits
+    above the host's."""
     return [
         after
         for before, after in itertools.pairwise(compactions)
         if before.switch.trigger in _AUTOMATIC
-        and after.switch.trigger == "manual"
+        and after.switch.trigger in _ASKED
         and after.session_id == before.new_session_id
         and after.switch.tokens_before == before.switch.tokens_after
     ]

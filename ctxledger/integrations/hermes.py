@@ -30,7 +30,8 @@ What the host does that the engine survives:
   (no ``on_session_start``): the next chain is the new id's, never the old one's.
 * another writer (``ctxledger compress`` / ``undo`` from a shell) may move the chain's
   tip while Hermes runs: ``should_compress`` says yes at Hermes's next check and
-  ``compress`` hands back the tip's view, nothing compacted again (:meth:`_adopt`);
+  ``compress`` hands back the tip's view, nothing compacted again (:meth:`_adopt`;
+  a user's ``/compress`` compacts the tip);
 * its ``/compress here [N]`` (CLI, gateway) hands only the head, a strict prefix of what
   the ledger may hold, and re-appends the last N exchanges after the result: the head
   goes on as a branch of the chain's tip, the conversation's chain from then on.
@@ -43,9 +44,9 @@ compaction Hermes triggered on real prompt tokens is recorded as ``in_loop``. Ot
 ``force=False`` (Hermes decided, on its estimate) a ``preflight`` one with the size Hermes
 passed (:class:`~ctxledger.integrations.hermes_host.Asked`), or ``overflow`` when its
 ``api_request_error`` hook said the provider refused the request for its size (session
-38), ``hygiene`` under its gateway's hygiene (session 39); every one was ``manual``
-before session 37. ``recall`` and ``expand_compaction``
-are the engine's tools.
+38), ``hygiene`` under its gateway's hygiene (session 39), ``requested`` for its TUI's
+and ACP's ``/compress`` (session 40); every one was ``manual`` before session 37.
+``recall`` and ``expand_compaction`` are the engine's tools.
 """
 
 from __future__ import annotations
@@ -266,10 +267,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         try:
             ids = self._lineage(None)
             refused = self._shared.refused.pop(self._hermes_session or "", None)
-            hygiene = not force and host.gateway_hygiene()  # (read in Hermes's thread)
-            limit = host.hygiene_hard_limit() if hygiene else 0  # (its hygiene's, recorded)
-            asked = host.Asked(
-                focus_topic, bool(force), current_tokens, self._agent, refused, limit
+            asked = host.Asked.reading(  # (in Hermes's thread: who called, its config)
+                focus_topic, bool(force), current_tokens, self._agent, refused
             )
             return self._shared.run(lambda svc: self._compress(svc, messages, asked, ids))  # type: ignore[no-any-return]
         except CtxLedgerError as exc:
@@ -303,7 +302,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if moved and last is not None:  # its prompt: the list it sent (accounting only)
             svc.ledger.report_usage(self._seen or sid, last)
             last = None
-        if moved and not asked.force:
+        if moved and not (asked.force or asked.requested):  # (a user's ask compacts)
             return self._adopt(svc, sid)
         result = await svc.report_usage(sid, last) if last is not None else None
         if result is None or not result.compressed:
@@ -331,7 +330,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         """Hermes asked (at its check before its next model call) while the tip had moved:
         it takes the tip's view with its new messages appended, and nothing is compacted
         again (it measured its old list). Before session 37 it kept sending its own list
-        while its new messages went onto the moved tip, a view it never sent."""
+        while its new messages went onto the moved tip, a view it never sent. A user's
+        ``/compress`` (``manual``, or ``requested`` since session 40) compacts the tip."""
         logger.warning(
             "ctxledger: another writer moved this conversation's ledger chain (ctxledger "
             "compress or undo?); Hermes takes its view now (%s)",

@@ -171,11 +171,13 @@ def compactions(chains: ChainsProjection, session_id: str) -> int:
 
 
 class Asked(NamedTuple):
-    """How Hermes asked for a compaction: ``force=True`` is its ``/compress`` (the user
-    asked: ``manual``, forced, past the cooldown); ``force=False`` is Hermes's own
-    decision (its preflight, overflow retries, gateway hygiene), recorded as such with
-    the size it measured (``ContextService.host_compress``). Both were recorded as
-    ``manual`` before session 37, which a what-if replayed as asked for by the user.
+    """How Hermes asked for a compaction: ``force=True`` is its CLI's and gateway's
+    ``/compress`` (the user asked: ``manual``, forced, past the cooldown); ``force=False``
+    is Hermes's own decision (its preflight, overflow retries, gateway hygiene), recorded
+    as such with the size it measured (``ContextService.host_compress``), or its TUI's
+    and ACP's ``/compress``, which do not force (``requested``, session 40). Both were
+    recorded as ``manual`` before session 37, which a what-if replayed as asked for by
+    the user.
 
     ``refused``: why the provider refused the request Hermes now compacts for (its
     ``api_request_error`` hook said so: a context-length error, 413, the long-context
@@ -188,7 +190,23 @@ class Asked(NamedTuple):
     tokens: Any  # as Hermes passed it (:func:`measured`)
     agent: str | None = None  # the engine copy asking (:func:`agent_token`)
     refused: str | None = None
-    hygiene: int = 0  # its gateway's hygiene: its message limit (:func:`gateway_hygiene`)
+    hygiene: int = 0  # its gateway's hygiene: its message limit (:func:`hygiene_hard_limit`)
+    requested: bool = False  # its TUI's or ACP's /compress (:data:`REQUEST_CALLERS`)
+
+    @classmethod
+    def reading(
+        cls, focus: str | None, force: bool, tokens: Any, agent: str | None, refused: str | None
+    ) -> Asked:
+        """How Hermes asked, read in its thread: with ``force=False``, the module that
+        called its ``_compress_context`` (:func:`compress_caller`) tells its gateway's
+        hygiene and a user's request from its loop's own decisions; neither answers a
+        refusal still pending."""
+        caller = None if force else compress_caller()
+        if caller == HYGIENE_CALLER:
+            return cls(focus, force, tokens, agent, None, hygiene_hard_limit())
+        if caller in REQUEST_CALLERS:
+            return cls(focus, force, tokens, agent, None, 0, True)
+        return cls(focus, force, tokens, agent, refused)
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:
@@ -197,6 +215,7 @@ class Asked(NamedTuple):
         said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
         why = f", after its provider refused the request ({self.refused})" if self.refused else ""
         why = ", its gateway's hygiene before a turn" if self.hygiene else why
+        why = ", its user's /compress" if self.requested else why
         source = f"hermes decided (compress, force=False{why}): {said}"
         return await svc.host_compress(
             sid,
@@ -204,9 +223,10 @@ class Asked(NamedTuple):
             tokens=tokens,
             focus=focus,
             agent=self.agent,
-            refused=bool(self.refused) and not self.hygiene,
+            refused=bool(self.refused),
             hygiene=bool(self.hygiene),
             hard_limit=self.hygiene or None,
+            requested=self.requested,
         )
 
 
@@ -214,16 +234,21 @@ class Asked(NamedTuple):
 #: hygiene (``GatewayRunner._handle_message_with_agent``, on a fresh agent, before the
 #: turn); its loop calls it from ``agent.*``, its slash commands from their own modules
 HYGIENE_CALLER = "gateway.run"
+#: the modules of Hermes 0.19.0 whose ``/compress`` calls it with ``force=False`` (its
+#: TUI's ``_compress_session_history``, ACP's ``_cmd_compact``): the user asked, and
+#: Hermes's guards (its cooldown, its breaker) still apply; its CLI's and gateway's force
+REQUEST_CALLERS = frozenset({"tui_gateway.server", "acp_adapter.server"})
 
 
-def gateway_hygiene() -> bool:
-    """Whether the engine's ``compress`` runs under Hermes's gateway hygiene: the module
-    that called ``AIAgent._compress_context`` (``run_agent``) on this thread's stack is
-    :data:`HYGIENE_CALLER`. Hermes gives the engine no other sign: a fresh agent, called
-    directly with ``force=False`` and the gateway's count, as its turn preflight calls."""
+def compress_caller() -> str | None:
+    """The module that called ``AIAgent._compress_context`` (``run_agent``) on this
+    thread's stack, if it is there: Hermes gives the engine no other sign of who asked
+    with ``force=False`` (its gateway's hygiene, a fresh agent, calls it as its turn
+    preflight does; so does its TUI's ``/compress``)."""
     frame = _hermes_frame("run_agent", "_compress_context")
     caller = frame.f_back if frame is not None else None
-    return caller is not None and caller.f_globals.get("__name__") == HYGIENE_CALLER
+    name = caller.f_globals.get("__name__") if caller is not None else None
+    return name if isinstance(name, str) else None
 
 
 #: Hermes 0.19.0's gateway hygiene message limit when its config names none
@@ -260,6 +285,18 @@ def empty_reply_fallback() -> bool:
     frame = _hermes_frame("agent.chat_completion_helpers", "try_activate_fallback")
     retries = getattr(frame.f_locals.get("agent"), "_empty_content_retries", 0) if frame else 0
     return isinstance(retries, int) and retries >= EMPTY_RETRIES
+
+
+def turn_attempts() -> int | None:
+    """Hermes's count of its turn's compaction attempts (``compression_attempts``, a
+    local of ``agent.conversation_loop.run_conversation`` in 0.19.0) on this thread's
+    stack, as its ``api_request_error`` hook finds it: the attempts its size-refusal
+    handlers made, and its pre-API compactions (the check before each model call), which
+    share the count; zeroed by a fallback activation but the empty replies' one. ``None``
+    outside a turn, or from a Hermes that keeps it elsewhere."""
+    frame = _hermes_frame("agent.conversation_loop", "run_conversation")
+    count = frame.f_locals.get("compression_attempts") if frame is not None else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 def _hermes_frame(module: str, function: str) -> FrameType | None:

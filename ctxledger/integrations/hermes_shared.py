@@ -15,15 +15,20 @@ from ctxledger import CompressionConfig, ContextService
 from ctxledger.compressor.settings import resolve_config
 from ctxledger.eventstore.opening import env_db, is_url
 from ctxledger.integrations.common import LoopThread, ledger_target
-from ctxledger.integrations.hermes_host import compaction_answers, compression_ancestors
+from ctxledger.integrations.hermes_host import (
+    compaction_answers,
+    compression_ancestors,
+    turn_attempts,
+)
 
 logger = logging.getLogger("ctxledger.integrations.hermes")  # (the engine's, as before)
 
 DB_NAME = "ctxledger.ledger.db"
 #: the failure reasons (Hermes's ``FailoverReason``) its recovery answers by compacting
 OVERFLOW_REASONS = frozenset({"context_overflow", "payload_too_large", "long_context_tier"})
-#: how many of them in one turn it answers so (its ``max_compression_attempts``): at the
-#: next it gives the turn up
+#: how many compactions of one turn it makes so (its ``max_compression_attempts``, a count
+#: its pre-API compactions share: :func:`~ctxledger.integrations.hermes_host.turn_attempts`):
+#: past it the turn is given up
 HERMES_ATTEMPTS = 3
 
 
@@ -50,7 +55,7 @@ class Shared:
         self.store_failed = False  # Hermes's store could not be read (warned once)
         #: Hermes session id -> why its provider refused its last request (:meth:`refusal`)
         self.refused: dict[str, str] = {}
-        #: Hermes session id -> (its turn, how many size refusals that turn had)
+        #: Hermes session id -> (its turn, how many compaction attempts that turn had)
         self._turns: dict[str, tuple[str, int]] = {}
 
     def refusal(self, **hook: Any) -> None:
@@ -59,7 +64,9 @@ class Shared:
         (``reason`` ``context_overflow``, ``payload_too_large``, ``long_context_tier``) is
         kept for the session's next ``compress``, which Hermes's recovery calls without
         asking ``should_compress`` first. Not one Hermes will not answer by compacting:
-        past its attempts of the turn, with its compression off, about the output cap
+        past its attempts of the turn (its count, its pre-API compactions too, read from
+        its loop: ``hermes_host.turn_attempts``; else the turn's refusals counted here),
+        with its compression off, about the output cap
         (:func:`~ctxledger.integrations.hermes_host.compaction_answers`). Until then it
         is dropped by any ask (Hermes answered it another way), the next request's
         start and the turn's end (:meth:`request_started`, :meth:`turn_ended`), a new
@@ -68,9 +75,11 @@ class Shared:
         session, reason = str(hook.get("session_id") or ""), hook.get("reason")
         if reason not in OVERFLOW_REASONS:
             return
-        turn = str(hook.get("turn_id") or "")
+        turn, made = str(hook.get("turn_id") or ""), turn_attempts()
         last, count = self._turns.get(session, ("", 0))
-        count = count + 1 if turn and turn == last else 1
+        count = count + 1 if turn and turn == last else 1  # the turn's refusals
+        if made is not None:  # Hermes's own count (its pre-API compactions too)
+            count = made + 1
         self._turns[session] = (turn, count)
         if count <= HERMES_ATTEMPTS and compaction_answers(str(reason), hook.get("error")):
             self.refused[session] = str(reason)

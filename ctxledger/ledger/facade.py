@@ -60,6 +60,7 @@ from ctxledger.ledger.spec import (
     check_names,
     check_session_id,
     checked_tools,
+    inherit_loop,
     prompt_event,
     with_loop,
 )
@@ -332,8 +333,8 @@ class Ledger:
         reason, parent_session_id = spec.reason, spec.parent_session_id
         if reason == "compression":
             raise InvalidInput("continuations are started by a compaction, not by start_session")
-        if parent_session_id is not None:
-            self.transcript.session(parent_session_id)
+        if parent_session_id is not None:  # (a branch takes its parent's loop)
+            spec = inherit_loop(spec, self.transcript.session(parent_session_id).config)
         if reason in ("branch", "delegate") and parent_session_id is None:
             raise InvalidInput(f"a {reason} session needs a parent_session_id")
         sid = self.ids("ses") if spec.session_id is None else check_session_id(spec.session_id)
@@ -344,12 +345,11 @@ class Ledger:
         return sid
 
     def live_session(self, session_id: str) -> SessionView:
-        """The view of a session that can still be written to; SessionEndedError names its tip."""
+        """The view of a session that can still be written to; SessionEndedError names
+        its live continuation (``ChainsProjection.ended_note``)."""
         view = self.transcript.session(session_id)
         if view.ended:
-            tip = self.chains.live_end(session_id)
-            hint = f"; its live continuation is {tip!r}" if tip != session_id else ""
-            raise SessionEndedError(f"session {session_id!r} has ended ({view.end_reason}){hint}")
+            raise SessionEndedError(self.chains.ended_note(session_id))
         return view
 
     def call_ledger(self, session_id: str) -> CallLedger:

@@ -39,6 +39,7 @@ __all__ = [
     "check_session_id",
     "check_title",
     "checked_tools",
+    "inherit_loop",
     "prompt_event",
     "recorded_loop",
     "with_loop",
@@ -120,6 +121,17 @@ def recorded_loop(config: Mapping[str, Any]) -> str | None:
     version knows)."""
     loop = config.get(LOOP_KEY)
     return loop if loop in LOOPS else None
+
+
+def inherit_loop(spec: SessionSpec, parent_config: Mapping[str, Any]) -> SessionSpec:
+    """`spec`, a ``branch`` that names no loop taking the one its parent's
+    ``SessionStarted.config`` names (session 40: the same conversation, forked, goes on
+    in the same host's loop; a loop `spec` names wins). A ``delegate`` (another agent,
+    perhaps another host) and a ``new`` session take none."""
+    if spec.reason != "branch" or spec.loop is not None:
+        return spec
+    loop = recorded_loop(parent_config)
+    return spec if loop is None else msgspec.structs.replace(spec, loop=loop)
 
 
 def check_names(spec: SessionSpec) -> None:

@@ -106,18 +106,21 @@ class ChainsProjection:
         *_, last = self._forward(session_id)
         return last
 
-    def live_end(self, session_id: str) -> str:
-        """Where the conversation holding `session_id` goes on: its chain's tip, or, when
-        that tip ended ``branched``, the tip of the chain's latest branch (started from
-        any of its sessions), followed the same way (capped). For the error a write to an
-        ended session raises: a branch is a chain of its own, which ``tip`` never finds."""
-        tip, seen = self.tip(session_id), set()
+    def live_end(self, session_id: str) -> str | None:
+        """The live session the conversation holding `session_id` goes on in: its chain's
+        tip while that has not ended; when the tip ended ``branched``, the live end of the
+        chain's latest branch (started from any of its sessions), followed the same way.
+        ``None`` when the chain followed ended any other way (or branched into nothing):
+        an earlier branch, which the latest superseded, is never named (session 40, the
+        lead's decision). At most :data:`MAX_CHAIN` chains are read. A branch is a chain
+        of its own, which ``tip`` never finds."""
+        sessions, tip = self.state.sessions, self.tip(session_id)
         for _ in range(MAX_CHAIN):
-            node = self.state.sessions.get(tip)
-            if node is None or node.end_reason != "branched" or tip in seen:
+            node = sessions.get(tip)
+            if node is not None and not node.ended:
                 return tip
-            seen.add(tip)
-            sessions = self.state.sessions
+            if node is None or node.end_reason != "branched":
+                return None
             branches = [
                 sessions[c]
                 for s in self.chain(tip)
@@ -125,9 +128,17 @@ class ChainsProjection:
                 if c in sessions and sessions[c].reason == "branch"
             ]
             if not branches:
-                return tip
+                return None
             tip = self.tip(max(branches, key=lambda b: b.started_seq).session_id)
-        return tip
+        return None
+
+    def ended_note(self, session_id: str) -> str:
+        """What a write to the ended `session_id` is told (the ledger's and the service's
+        one wording): why it ended, and where the conversation goes on
+        (:meth:`live_end`), or that none of it is live."""
+        node, live = self.lineage(session_id), self.live_end(session_id)
+        then = f"its live continuation is {live!r}" if live else "start a new session"
+        return f"session {session_id!r} has ended ({node.end_reason}); {then}"
 
     def root(self, session_id: str) -> str:
         """Walk back through compression parents to the chain's first session."""

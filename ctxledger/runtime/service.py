@@ -60,6 +60,7 @@ from ctxledger.runtime.service_io import (
     TurnResult,
     check_error_report,
     focus_topic,
+    host_details,
     host_size,
     is_int,
 )
@@ -266,6 +267,7 @@ class ContextService(ServiceCore):
         refused: bool = False,
         hygiene: bool = False,
         hard_limit: int | None = None,
+        requested: bool = False,
     ) -> TurnResult:
         """A compaction a host decided on its own (Hermes's ``compress(force=False)``):
         trigger ``preflight``, the plan not forced, the guards (cooldown, anti-thrash)
@@ -276,6 +278,8 @@ class ContextService(ServiceCore):
         `hygiene`: its safety net before a turn (Hermes's gateway hygiene): trigger
         ``hygiene``; a what-if judges its size by :meth:`hygiene`'s rule, as the host did,
         with the host's message limit `hard_limit` if given (``details["hard_limit"]``).
+        `requested`: the user asked, not forcing it (Hermes's TUI and ACP ``/compress``):
+        trigger ``requested``, the guards applying, the size not judged (a what-if too).
 
         `tokens`: the request size the host measured (default: this ledger's estimate);
         it decided, so the size is not judged again. The ledger's own estimate of the
@@ -285,34 +289,29 @@ class ContextService(ServiceCore):
 
         `beyond` (a what-if replaying such a decision): the host's size is this ledger's
         estimate plus `beyond`, judged against the threshold as the host judged it;
-        below, nothing is recorded. `agent`: the host agent deciding (recorded as ``details["agent"]``). Its passes'
-        anti-thrash strikes are its own, as a host's in-memory count is: another
-        agent's ask neither uses nor clears them, and a name opts out of the chain's
-        shared strikes (unnamed and the ledger's own passes, which still hold unnamed
-        asks); the fallback streak and the cooldown hold every ask
-        (:class:`~ctxledger.runtime.engine.HostAgents`, folded from the events). Unnamed,
-        a what-if may not replay it exactly: its own loop's no-op passes (preflight,
-        hygiene), which the host never ran, strike the shared slot and can hold the
-        replayed ask; name the agent for an exact what-if."""
+        below, nothing is recorded. `agent`: the host agent deciding (``details["agent"]``):
+        its passes' anti-thrash strikes are its own, as a host's in-memory count is;
+        another agent's ask neither uses nor clears them, and a name opts out of the
+        chain's shared strikes; the fallback streak and the cooldown hold every ask
+        (:class:`~ctxledger.runtime.engine.HostAgents`). Unnamed, a what-if may not replay
+        it exactly (its own loop's no-op passes strike the shared slot): name the agent."""
         focus = focus_topic(focus)
-        tokens = host_size(agent, tokens, beyond, refused, hygiene, hard_limit)
+        why = (refused, hygiene, requested)
+        trigger, tokens = host_size(agent, tokens, beyond, why, hard_limit)
         sid = self._live_tip(session_id)
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens
-        host: dict[str, Any] = {"decided_by": "host", "force": False, "estimate": estimate}
-        host |= {"agent": agent, "hard_limit": hard_limit}  # (None: left out)
-        host = {k: v for k, v in host.items() if v is not None}
         due = not hygiene or beyond is None  # (a what-if: judged by the hygiene rule)
         if not (due or self._hygiene_due(sid, None, measured or 0, hard_limit).should_compress):
             return TurnResult(session_id=sid)
         return await self._auto_compress(
             sid,
-            "overflow" if refused else "hygiene" if hygiene else "preflight",
+            trigger,
             estimate if measured is None else measured,
             source,
-            size_decided=beyond is None or refused or hygiene,
+            size_decided=beyond is None or trigger != "preflight",
             focus=focus,
-            host=host,
+            host=host_details(estimate, agent, hard_limit),
         )
 
     async def _auto_compress(

@@ -148,7 +148,8 @@ class ServiceCore:
     ) -> str:
         """Start a session (a branch or delegate names its parent). Returns its id.
         `loop`: where the caller checks for compaction (``every_call``, ``per_run``,
-        ``hermes``: :data:`~ctxledger.ledger.spec.LOOPS`), recorded so a what-if replays it."""
+        ``hermes``: :data:`~ctxledger.ledger.spec.LOOPS`), recorded so a what-if replays it;
+        when not given a branch takes its parent's, else ``hermes`` (a delegate: ``hermes``)."""
         spec = SessionSpec(
             model=model,
             context_length=context_length,
@@ -200,11 +201,8 @@ class ServiceCore:
     def _live_tip(self, session_id: str) -> str:
         sid = self.tip(session_id)
         view = self.ledger.transcript.session(sid)
-        if view.ended:
-            goes_on = self.ledger.chains.live_end(sid)  # (a branch goes on from it)
-            live = not self.ledger.transcript.session(goes_on).ended
-            then = f"its live continuation is {goes_on!r}" if live else "start a new session"
-            raise SessionEndedError(f"session {sid!r} has ended ({view.end_reason}); {then}")
+        if view.ended:  # (a branch may go on from it: the ledger's one wording)
+            raise SessionEndedError(self.ledger.chains.ended_note(sid))
         return sid
 
     def _lock(self, session_id: str) -> anyio.Lock:

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
+from ctxledger.events import Trigger
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.ledger.compaction import CompactionOutcome
 from ctxledger.limits import MAX_FOCUS_CHARS, check_name, check_token_count, replaying
@@ -49,16 +50,25 @@ def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+#: the triggers of a host's decision for a reason (``host_compress``'s `refused`,
+#: `hygiene`, `requested`); without one it is ``preflight``
+HOST_REASONS: tuple[Trigger, ...] = ("overflow", "hygiene", "requested")
+
+
 def host_size(
     agent: str | None,
     tokens: int | None,
     beyond: int | None,
-    refused: bool,
-    hygiene: bool,
+    why: tuple[bool, bool, bool],
     hard_limit: int | None = None,
-) -> int | None:
-    """``ContextService.host_compress``'s arguments checked; the size the host measured
-    (`tokens`) as the ledger takes it."""
+) -> tuple[Trigger, int | None]:
+    """``ContextService.host_compress``'s arguments checked (`why`: its reasons, at most
+    one, as :data:`HOST_REASONS` names them); the trigger they record, and the size the
+    host measured (`tokens`) as the ledger takes it."""
+    reasons: list[Trigger] = [t for t, v in zip(HOST_REASONS, why, strict=True) if v]
+    if len(reasons) > 1:
+        raise InvalidInput(f"a host's compaction has one reason, not {' and '.join(reasons)}")
+    hygiene = reasons == ["hygiene"]
     if hard_limit is not None and not (hygiene and is_int(hard_limit) and hard_limit > 0):
         raise InvalidInput(f"hard_limit is a hygiene's positive message count, got {hard_limit!r}")
     if agent is not None and (not isinstance(agent, str) or not agent):
@@ -67,9 +77,13 @@ def host_size(
         tokens = check_token_count(tokens, "tokens")
     if beyond is not None and not is_int(beyond):
         raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
-    if refused and hygiene:
-        raise InvalidInput("a host's hygiene compaction answers no refusal (refused and hygiene)")
-    return tokens
+    return reasons[0] if reasons else "preflight", tokens
+
+
+def host_details(estimate: int, agent: str | None, hard_limit: int | None) -> dict[str, Any]:
+    """What a host's decision adds to its check's (or skip's) ``details``."""
+    host = {"decided_by": "host", "force": False, "estimate": estimate}
+    return host | {k: v for k, v in (("agent", agent), ("hard_limit", hard_limit)) if v is not None}
 
 
 def check_new_batch(messages: list[Any]) -> None:
@@ -143,6 +157,7 @@ __all__ = [
     "append_notices",
     "check_error_report",
     "focus_topic",
+    "host_details",
     "host_size",
     "is_int",
     "json_safe",

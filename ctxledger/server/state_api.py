@@ -59,7 +59,8 @@ _START = (
         False,
         "where the client checks for compaction, for a what-if to replay: every_call "
         "(before each model call), per_run (when a run reads its history and after its "
-        "final answer) or hermes (the default, also when not given)",
+        "final answer) or hermes (when not given: a branch takes its parent's, else "
+        "hermes)",
     ),
 )
 

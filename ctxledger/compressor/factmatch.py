@@ -417,8 +417,17 @@ def normalize_fact(kind: str, value: str) -> str:
             one_name_dir = stripped != text and "/" not in stripped
             text = stripped + "/" if one_name_dir else stripped
     elif kind == "quoted":
-        text = text.strip("\"'`").strip()
+        text = _unwrapped(text)
     return text
+
+
+def _unwrapped(text: str) -> str:
+    """A quoted value without the one pair of quotes around it (``'other'`` is ``other``);
+    a quote that only ends it is its own (``sku=""`` stays: without them it would be
+    ``sku=``, stated by ``sku="bar"``)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        text = text[1:-1]
+    return text.strip()
 
 
 def _string_leaves(value: Any) -> Iterator[str]:

@@ -70,7 +70,6 @@ __all__ = [
     "prerelease_end",
     "prerelease_start",
     "search",
-    "states_lines",
     "states_range_end",
 ]
 
@@ -97,18 +96,6 @@ def states_range_end(haystack: str, name: str, version: str) -> bool:
         ):
             return True
     return False
-
-
-def states_lines(haystack: str, first: str, last: str) -> bool:
-    """Whether `haystack` names the lines `first` to `last` as the extraction reads them
-    (``lines 12-20`` of ``Line 12-20``, ``lines 12 to 20``, ``lines 12 – 20``)."""
-    return _lines_pattern(first, last).search(haystack) is not None
-
-
-@functools.lru_cache(maxsize=1024)
-def _lines_pattern(first: str, last: str) -> re.Pattern[str]:
-    # "line" first, so the engine finds candidates by it; the rest as extraction reads it
-    return re.compile(f"line(?<!\\wline)s? {first}\\s*(?:-|\u2013|to)\\s*{last}(?![0-9]|[.,][0-9])")
 
 
 @functools.lru_cache(maxsize=1024)

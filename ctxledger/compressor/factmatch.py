@@ -33,11 +33,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
+from ctxledger.compressor.factbounds import contains, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
+from ctxledger.compressor.factranges import states_lines
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
 from ctxledger.compressor.toolcalls import call_name_and_args

@@ -6,6 +6,12 @@ which any assignment states (``order.product_id = 5``), and ``sku="foo"`` was
 ``sku="foo``, stated by ``sku="foobar"``. The audit called those facts kept when the
 view had lost the value. Now only one pair of quotes around the whole value goes
 (``'other'`` is still ``other``).
+
+A fact that is no path but ends with one (``Unable to load file src/project``, a
+command ``cd /testbed``) was found where a ``/`` and more of a name follow it
+(``Unable to load file src/project/__init__.py``: in the corpus, the very message the
+quote was contrasted with). That is a longer path, another one: no match now, for
+every kind but a path (a directory is still stated by a file under it).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxledger.compressor.factmatch import fact_in_text, normalize_fact, retention
+from ctxledger.compressor import factbounds
+from ctxledger.compressor.factmatch import Haystack, fact_in_text, normalize_fact, retention
 from ctxledger.compressor.facts import Fact, extract_facts
 
 
@@ -87,3 +94,56 @@ def test_an_assigned_string_is_kept_only_by_that_string(
         assert _kept(fact, f"so {span} holds")
         for different in {other, value + other, ""} - {value}:
             assert not _kept(fact, f"so {name} = {quote}{different}{quote} holds")
+
+
+_CONTRAST = (
+    'The error would be "Unable to load file src/project", '
+    'not "Unable to load file src/project/__init__.py".'
+)
+
+
+def test_a_quote_ending_in_a_path_is_not_kept_by_a_longer_path() -> None:
+    facts = _quoted(_CONTRAST)
+    short = next(f for f in facts if f.value == "Unable to load file src/project")
+    assert fact_in_text(short, _CONTRAST)
+    view = "Summary: the loader said unable to load file src/project/__init__.py (exit 1)."
+    assert not _kept(short, view)  # main: kept
+    assert _kept(short, "the loader said: unable to load file src/project.")
+    assert _kept(short, 'said "unable to load file src/project"')
+
+
+@pytest.mark.parametrize(
+    ("kind", "needle", "text", "held"),
+    [
+        ("quoted", "load file src/project", "can load file src/project/__init__.py", False),
+        ("command", "cd /testbed", "ran cd /testbed/django && ls", False),
+        ("command", "cd /testbed", "ran cd /testbed && ls", True),
+        ("command", "ls src/app", "ran ls src/app/ then", True),  # a "/" alone ends it
+        ("command", "ls src/app", "ran ls src/app.py", True),  # (a word boundary, as before)
+        ("error", "no such file: /tmp/a", "no such file: /tmp/a/b.txt", False),
+        ("url", "https://h.io/a", "see https://h.io/a/b", False),
+        ("quoted", "other", "see other/x.py", True),  # no "/" in its last word
+        ("path", "src/project", "see src/project/__init__.py", True),  # a directory: kept
+    ],
+)
+def test_more_of_a_path_after_a_fact_ending_in_one(
+    kind: str, needle: str, text: str, held: bool
+) -> None:
+    assert Haystack(text).holds(kind, needle) is held
+    path = kind == "path"
+    assert factbounds.search(text, needle, path=path) is held  # the one-regex form agrees
+
+
+@given(
+    words=st.lists(_WORDS, min_size=1, max_size=3),
+    parts=st.lists(_WORDS, min_size=1, max_size=3),
+    more=_WORDS,
+    kind=st.sampled_from(["quoted", "command", "error", "identifier", "url"]),
+)
+def test_a_longer_path_never_states_a_fact_ending_in_a_path(
+    words: list[str], parts: list[str], more: str, kind: str
+) -> None:
+    needle = " ".join([*words, "src/" + "/".join(parts)])
+    text = f"x {needle}/{more} y " * 10  # repeated: the regex form takes over
+    assert not Haystack(text).holds(kind, needle)
+    assert Haystack(f"x {needle} y").holds(kind, needle)

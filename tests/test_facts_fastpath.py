@@ -376,7 +376,16 @@ def _plain(hay: str, sub: str, path: bool) -> bool:
             if path
             else not factbounds.continues_number(hay, start, end, sub)
         )
-        if before and after and bounded:
+        # (session 40: a needle whose last word holds a "/" is not followed by "/" and
+        # more of a name: a longer path)
+        longer = (
+            not path
+            and factbounds.is_word(sub[-1])
+            and "/" in sub.split(" ")[-1]
+            and hay[end : end + 1] == "/"
+            and factbounds.is_word(hay[end + 1 : end + 2])
+        )
+        if before and after and bounded and not longer:
             return True
     return False
 

@@ -153,6 +153,13 @@ def _name_goes_on(char: str, slash_path: bool) -> bool:
     return not slash_path and is_word(char)
 
 
+def _ends_in_path(needle: str, path: bool) -> bool:
+    """Whether `needle`, no path fact, ends with a path's name (its last word holds a
+    ``/``: ``unable to load file src/project``): a ``/`` and a name after it make a
+    longer path, another one (``src/project/__init__.py``), as for a path fact's file."""
+    return not path and is_word(needle[-1]) and "/" in needle[needle.rfind(" ") + 1 :]
+
+
 # --------------------------------------------------------------------------- per occurrence
 
 
@@ -342,6 +349,12 @@ def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool 
     if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], slash_path):
         return False
     if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], slash_path):
+        return False
+    if (
+        haystack[end : end + 1] == "/"
+        and is_word(haystack[end + 1 : end + 2])
+        and _ends_in_path(needle, path)
+    ):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
@@ -540,6 +553,8 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
         # (a bare name after a "/" ends as a slash path's last name: :func:`_accepted`)
         bare = _bare_name(needle, path, windows)
         ahead.append(f"(?<!/{re.escape(needle)})\\w" if bare else r"\w")
+    if _ends_in_path(needle, path):
+        ahead.append(r"/\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
             ahead.append(r"[,.][0-9]")

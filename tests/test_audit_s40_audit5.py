@@ -12,6 +12,11 @@ command ``cd /testbed``) was found where a ``/`` and more of a name follow it
 (``Unable to load file src/project/__init__.py``: in the corpus, the very message the
 quote was contrasted with). That is a longer path, another one: no match now, for
 every kind but a path (a directory is still stated by a file under it).
+
+A script's ``Error:`` label before the exception line it printed (``Error: ImportError:
+Unable to find module …``) was part of the error fact, so a summary stating the
+exception line (``ImportError: Unable to find module …``) was told it lost it. The
+fact is now the exception line; other labels and messages keep their line.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.reference_facts import facts as reference
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -147,3 +153,36 @@ def test_a_longer_path_never_states_a_fact_ending_in_a_path(
     text = f"x {needle}/{more} y " * 10  # repeated: the regex form takes over
     assert not Haystack(text).holds(kind, needle)
     assert Haystack(f"x {needle} y").holds(kind, needle)
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        (
+            "Error: ImportError: Unable to find module for src/project in /testbed,",
+            "ImportError: Unable to find module for src/project in /testbed,",
+        ),
+        ("ERROR:  pkg.mod.BadError: it broke badly", "pkg.mod.BadError: it broke badly"),
+        ("error:\tKeyError: 'abc' was missing", "KeyError: 'abc' was missing"),
+        ("Error: OperationalError: no such table: t", "OperationalError: no such table: t"),
+        # as before: no exception line after the label, another label, no blank
+        ("Error: 'NoneType' object is not subscriptable", None),
+        ("Error: ValueError happened somewhere here", None),
+        ("Error occurred: TypeError: x is not subscriptable", None),
+        ("Error:ValueError: no blank after the label", None),
+    ],
+)
+@pytest.mark.parametrize("where", ["alone", "printed"])
+def test_a_script_s_error_label_is_no_part_of_the_exception(
+    line: str, error: str | None, where: str
+) -> None:
+    text = line if where == "alone" else f"Running the check...\n{line}\nDone."
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": "c", "content": text}
+    errors = [f for f in extract_facts([message]) if f.kind == "error"]
+    assert [f.value for f in errors] == [error or line.strip()]
+    assert [(f.kind, f.value) for f in reference.extract_facts([message])] == [
+        (f.kind, f.value) for f in extract_facts([message])
+    ]
+    assert fact_in_text(errors[0], text)
+    if error is not None:  # a summary stating the exception line keeps it (main: lost)
+        assert _kept(errors[0], f"- errors: exit code 1 · {error.lower()}")

@@ -40,7 +40,7 @@ from ctxledger.compressor.factkinds import (
 # names alone after a bare number are stated in .numbering
 from ctxledger.compressor.factnoise import listed_code_or_field
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
-from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, success
+from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, label_off, success
 from helpers.reference_facts.numbering import listed_name, numbered, version
 from helpers.reference_facts.tags import closing_tag, opening_tag, tag_alone
 
@@ -346,7 +346,8 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
                 continue
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # (ctxledger's rule since s28: prose about errors is no error)
-            found.append((match.start(1), _cap(match.group(1))))
+            at, value = label_off(match.start(1), match.group(1))
+            found.append((at, _cap(value)))
     for match in TOOL_ERROR_LINE.finditer(text):
         if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))
@@ -460,7 +461,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
             continue  # (session 30: a listing's code, a docstring's field)
         if success(line) or code(line):
             continue  # (session 32: an expected or avoided exception; a tuple assigned)
-        found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
+        at, value = label_off(start + len(line) - len(line.lstrip()), stripped)
+        found.append((at, _cap(value)))
     return found
 
 

@@ -13,13 +13,29 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CODE_LINE", "EXCEPTION_IN_LINE", "code", "success"]
+__all__ = ["CODE_LINE", "EXCEPTION_IN_LINE", "code", "label_off", "success"]
 
 EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
     r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
 )
+
+
+def label_off(at: int, line: str) -> tuple[int, str]:
+    """(session 40) A script's ``Error: ValueError: x`` is the exception line after its
+    label: the line at `at`, or what follows the label and where."""
+    head, _, rest = line.partition(":")
+    body = rest.lstrip(" \t")
+    named = EXCEPTION_IN_LINE.match(body)
+    if (
+        head.lower() == "error"
+        and rest[:1] in (" ", "\t")
+        and named
+        and body[named.end() :][:1] == ":"
+    ):
+        return at + len(line) - len(body), body
+    return at, line
 
 
 def code(line: str) -> bool:

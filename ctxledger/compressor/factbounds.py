@@ -4,7 +4,8 @@ A fact's normalized value is found in a normalized text by :func:`contains`; an
 occurrence counts only when it is not part of something longer:
 
 * a word: a fact that begins or ends with a word character only matches on word
-  boundaries (``foo`` is not in ``foobar``);
+  boundaries (``foo`` is not in ``foobar``), and one ending with a path's name not
+  before a ``/`` and more of a name (``load src/x`` is not in ``load src/x/a.py``);
 * a number (:func:`continues_number`; a path's boundary is the next rule's alone):
   ``$5`` is not in ``$5,000``, ``v2.0`` not in
   ``v2.0.1``, and a version not in a longer version (``v2.0`` in ``v2.0-rc1``,

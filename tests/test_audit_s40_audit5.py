@@ -165,6 +165,20 @@ def test_a_longer_path_never_states_a_fact_ending_in_a_path(
         ("ERROR:  pkg.mod.BadError: it broke badly", "pkg.mod.BadError: it broke badly"),
         ("error:\tKeyError: 'abc' was missing", "KeyError: 'abc' was missing"),
         ("Error: OperationalError: no such table: t", "OperationalError: no such table: t"),
+        # review 1: a shell-shaped line (``prog: …: No such file``) loses its label too
+        (
+            "Error: FileNotFoundError: [Errno 2] No such file or directory: 'data.csv'",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'data.csv'",
+        ),
+        (
+            "Error: PermissionError: [Errno 13] Permission denied: '/etc/x'",
+            "PermissionError: [Errno 13] Permission denied: '/etc/x'",
+        ),
+        # review 1: ``Exception`` itself is a name, as ``MyException`` is
+        ("Error: Exception: boom went the thing", "Exception: boom went the thing"),
+        ("Error: MyException: boom went the thing", "MyException: boom went the thing"),
+        ("Error: builtins.Exception: boom went it", "builtins.Exception: boom went it"),
+        ("Error: Error: ValueError: x went wrong", None),  # ``Error`` is no exception's name
         # as before: no exception line after the label, another label, no blank
         ("Error: 'NoneType' object is not subscriptable", None),
         ("Error: ValueError happened somewhere here", None),
@@ -186,3 +200,22 @@ def test_a_script_s_error_label_is_no_part_of_the_exception(
     assert fact_in_text(errors[0], text)
     if error is not None:  # a summary stating the exception line keeps it (main: lost)
         assert _kept(errors[0], f"- errors: exit code 1 · {error.lower()}")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Error: ImportError: Unable to find module for src/project",
+        "Error: FileNotFoundError: [Errno 2] No such file or directory: 'a.csv'",
+    ],
+)
+def test_a_labelled_line_after_a_traceback_gives_one_fact(line: str) -> None:
+    """Review 1: the traceback's raised line, read separately, kept the label, so the
+    line gave two facts (one the summary's exception line always lost)."""
+    text = f'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n{line}\n'
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": "c", "content": text}
+    errors = [f.value for f in extract_facts([message]) if f.kind == "error"]
+    assert errors == [line.removeprefix("Error: ")]
+    assert [(f.kind, f.value) for f in reference.extract_facts([message])] == [
+        (f.kind, f.value) for f in extract_facts([message])
+    ]

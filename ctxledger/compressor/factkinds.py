@@ -307,7 +307,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         end = len(text) if after == -1 else max(pos, text.rfind("\n", pos, after))
         line = raised_line(text, pos, min(pos + 20000, end))
         if line is not None:
-            found.append((start, _cap(line)))
+            found.append((start, _cap(_unlabelled(0, line)[1])))
         start = after
     group = text.find(_GROUP_HEADER) if "|" in text else -1
     for pattern, literals in (
@@ -373,8 +373,11 @@ _SHELL_ERROR = re.compile(
 #: every shell error line has ``prog: `` (a colon, then a blank)
 _SHELL_ERROR_LITERALS = (": ", ":\t")
 _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
-#: a script's ``Error:`` label before an exception line it printed (``Error: ImportError: x``)
-_ERROR_LABEL = re.compile(r"(?i:error):[ \t]+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):)")
+#: a script's ``Error:`` label before an exception line it printed (``Error: ImportError: x``,
+#: ``Error: Exception: boom`` as ``Error: MyException: boom``; ``Error: Error: x`` keeps it)
+_ERROR_LABEL = re.compile(
+    r"(?i:error):[ \t]+(?=(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception):)"
+)
 
 
 def _unlabelled(position: int, line: str) -> tuple[int, str]:
@@ -387,7 +390,8 @@ def _unlabelled(position: int, line: str) -> tuple[int, str]:
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [(m.start(1), _cap(m.group(1))) for m in matches if not no_program(m.group(1))]
+    found = (_unlabelled(m.start(1), m.group(1)) for m in matches if not no_program(m.group(1)))
+    return [(position, _cap(value)) for position, value in found]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:

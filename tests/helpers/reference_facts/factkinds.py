@@ -325,8 +325,8 @@ def _traceback_errors(text: str) -> list[tuple[int, str]]:
         if bordered and ends and header[:1] in ("|", "+"):  # (second review: a group's border)
             lines = [_unbordered(line) for line in lines]
         error = _traceback_error(lines)
-        if error is not None:
-            found.append((start, _cap(error)))
+        if error is not None:  # (s40 review 1: a labelled line there is its exception line)
+            found.append((start, _cap(label_off(start, error)[1])))
         start = following
     return found
 
@@ -435,7 +435,9 @@ def shell_error_lines(text: str) -> list[tuple[int, str]]:
             and not (prefix.endswith("file") and prefix[:-4] in _FILE_STEMS)
         ):
             continue
-        found.append((m.start(1), _cap(m.group(1))))
+        # (s40 review 1: ``Error: FileNotFoundError: … No such file`` is its exception line)
+        at, value = label_off(m.start(1), m.group(1))
+        found.append((at, _cap(value)))
     return found
 
 

@@ -24,15 +24,19 @@ CODE_LINE = re.compile(
 
 def label_off(at: int, line: str) -> tuple[int, str]:
     """(session 40) A script's ``Error: ValueError: x`` is the exception line after its
-    label: the line at `at`, or what follows the label and where."""
+    label: the line at `at`, or what follows the label and where. The name may be
+    dotted and may be ``Exception`` itself (review 1: as ``MyException``); ``Error``
+    alone is no exception's name (``Error: Error: x`` keeps its label)."""
     head, _, rest = line.partition(":")
     body = rest.lstrip(" \t")
-    named = EXCEPTION_IN_LINE.match(body)
+    name = body.partition(":")[0] if ":" in body else ""
+    *owners, last = name.split(".")
+    exception = last == "Exception" or EXCEPTION_IN_LINE.fullmatch(last) is not None
     if (
         head.lower() == "error"
         and rest[:1] in (" ", "\t")
-        and named
-        and body[named.end() :][:1] == ":"
+        and exception
+        and all(re.fullmatch(r"[A-Za-z_]\w*", owner) for owner in owners)
     ):
         return at + len(line) - len(body), body
     return at, line

@@ -127,9 +127,16 @@ def test_a_quote_ending_in_a_path_is_not_kept_by_a_longer_path() -> None:
         ("command", "ls src/app", "ran ls src/app/ then", True),  # a "/" alone ends it
         ("command", "ls src/app", "ran ls src/app.py", True),  # (a word boundary, as before)
         ("error", "no such file: /tmp/a", "no such file: /tmp/a/b.txt", False),
-        ("url", "https://h.io/a", "see https://h.io/a/b", False),
+        ("quoted", "see https://h.io/a", "see https://h.io/a/b", False),  # words, then a URL
         ("quoted", "other", "see other/x.py", True),  # no "/" in its last word
         ("path", "src/project", "see src/project/__init__.py", True),  # a directory: kept
+        # review 1 (lead's decision): one whole path or URL follows the path rule
+        ("quoted", "src/project", "see src/project/__init__.py", True),
+        ("url", "https://h.io/a", "see https://h.io/a/b", True),
+        ("url", "https://github.com/org/repo", "https://github.com/org/repo/pull/5", True),
+        ("url", "https://h.io/docs/", "see https://h.io/docs/intro", True),
+        ("url", "https://h.io/docs", "see https://h.io/docs/intro", True),
+        ("url", "https://h.io/docs", "see https://h.io/docsite", False),
     ],
 )
 def test_more_of_a_path_after_a_fact_ending_in_one(
@@ -138,6 +145,17 @@ def test_more_of_a_path_after_a_fact_ending_in_one(
     assert Haystack(text).holds(kind, needle) is held
     path = kind == "path"
     assert factbounds.search(text, needle, path=path) is held  # the one-regex form agrees
+
+
+@pytest.mark.parametrize("quote", ['"', "`"])
+def test_a_quoted_whole_path_is_stated_by_a_file_under_it(quote: str) -> None:
+    """Review 1: a quoted or backticked value that is one whole path is a directory a
+    file under it states (main kept it; the first rule 2 called it lost)."""
+    text = f"The package folder {quote}src/project{quote} holds it."
+    (fact,) = _quoted(text)
+    assert fact.normalized == "src/project"
+    assert _kept(fact, "edited src/project/__init__.py")
+    assert not _kept(fact, "edited src/projects/__init__.py")
 
 
 @given(

@@ -4,7 +4,7 @@ A fact's normalized value is found in a normalized text by :func:`contains`; an
 occurrence counts only when it is not part of something longer:
 
 * a word: a fact that begins or ends with a word character only matches on word
-  boundaries (``foo`` is not in ``foobar``), and one ending with a path's name not
+  boundaries (``foo`` is not in ``foobar``), and words ending with a path's name not
   before a ``/`` and more of a name (``load src/x`` is not in ``load src/x/a.py``);
 * a number (:func:`continues_number`; a path's boundary is the next rule's alone):
   ``$5`` is not in ``$5,000``, ``v2.0`` not in
@@ -155,10 +155,12 @@ def _name_goes_on(char: str, slash_path: bool) -> bool:
 
 
 def _ends_in_path(needle: str, path: bool) -> bool:
-    """Whether `needle`, no path fact, ends with a path's name (its last word holds a
-    ``/``: ``unable to load file src/project``): a ``/`` and a name after it make a
-    longer path, another one (``src/project/__init__.py``), as for a path fact's file."""
-    return not path and is_word(needle[-1]) and "/" in needle[needle.rfind(" ") + 1 :]
+    """Whether `needle`, no path fact, is words ending with a path's name (``unable to
+    load file src/project``): a ``/`` and a name after it make a longer path, another
+    one. A value that is one whole path or URL (no blank: ``"src/project"``, a URL)
+    follows the path rule instead: a directory is stated by a file under it."""
+    blank = needle.rfind(" ")
+    return not path and blank != -1 and is_word(needle[-1]) and "/" in needle[blank + 1 :]
 
 
 # --------------------------------------------------------------------------- per occurrence

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from helpers.reference_facts import facts as reference
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor import factbounds
@@ -237,3 +237,34 @@ def test_a_labelled_line_after_a_traceback_gives_one_fact(line: str) -> None:
     assert [(f.kind, f.value) for f in reference.extract_facts([message])] == [
         (f.kind, f.value) for f in extract_facts([message])
     ]
+
+
+_SEGMENT_RUNS = st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,9}", fullmatch=True), min_size=24)
+_FRAMES = (
+    "Error: ImportError: cannot load {}",
+    "FAILED tests/{}::test_x",
+    "ValueError: bad path /{}",
+    "$ curl https://example.com/{}",
+    "fix {} now",
+    "I'll use {} instead of the old one.",
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(segments=_SEGMENT_RUNS, frame=st.sampled_from(_FRAMES))
+@example(segments=["abc"] * 60, frame="FAILED tests/{}::test_x")  # (review 1: cut before "/")
+@example(segments=["abcdefghij"] * 30, frame=_FRAMES[0])  # (cut inside a name)
+def test_a_fact_capped_in_a_long_slash_run_is_found_in_its_own_text(
+    segments: list[str], frame: str
+) -> None:
+    """Review 1: a fact cut with no blank near its end (160 or 200 characters) ended
+    before a ``/`` or inside a name, a path its own text goes on with: no match there,
+    so a live message was LOST. The cut is now after a ``/`` near the end."""
+    text = frame.format("/".join(segments))
+    for role in ("tool", "user", "assistant"):
+        message: dict[str, Any] = {"role": role, "content": text}
+        if role == "tool":
+            message["tool_call_id"] = "c"
+        for fact in extract_facts([message]):
+            assert fact_in_text(fact, text), (role, fact)
+        assert extract_facts([message]) == reference.extract_facts([message])

@@ -56,6 +56,7 @@ __all__ = [
     "outcome_lines",
     "script_error_lines",
     "shell_error_lines",
+    "slash_cut",
 ]
 
 LINE_MAX_CHARS = 160
@@ -84,7 +85,18 @@ def _cap(text: str, limit: int = LINE_MAX_CHARS) -> str:
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip()
+    return text[: cut if cut > 0 else slash_cut(text, limit)].rstrip()
+
+
+def slash_cut(text: str, limit: int) -> int:
+    """(session 40, review 1) Where a text longer than `limit` with no blank in its last
+    40 % is cut: after the last ``/`` there when the cut at `limit` would split a name or
+    end just before a ``/`` (a path the text goes on with); else at `limit`."""
+    pair = text[limit - 1 : limit + 1]
+    splits = re.fullmatch(r"\w[\w/]", pair) is not None
+    low = int(limit * 0.6)
+    slash = text.rfind("/", low, limit)
+    return slash + 1 if splits and slash != -1 else limit
 
 
 def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:

@@ -78,10 +78,26 @@ def test_a_quote_that_ends_a_value_is_part_of_it(
         ("`x`", "x"),
         ('""', ""),
         (" 'a b' ", "a b"),
+        # review 1: equal runs of one quote character go (main: every quote went)
+        ('"""Return the value."""', "return the value."),
+        ("'''doc'''", "doc"),
+        ("``x = 1``", "x = 1"),
+        ('""""""', ""),
+        ('"""doc"', '""doc'),  # unequal runs: one pair
+        ('"" or ""', '" or "'),  # two quotes are an empty string, no delimiter
+        ("\"'foo bar'\"", "'foo bar'"),  # another character inside: its own
     ],
 )
 def test_the_pair_around_a_value_still_goes(value: str, normalized: str) -> None:
     assert normalize_fact("quoted", value) == normalized
+
+
+def test_a_docstring_in_a_code_span_is_kept_by_its_text_in_one_pair_of_quotes() -> None:
+    """Review 1: ``\"\"\"Return the value.\"\"\"`` lost one pair of its three: a summary
+    stating ``"Return the value."`` no longer kept it (main did)."""
+    (fact,) = _quoted('The fix: `"""Return the value."""` now.')
+    assert _kept(fact, 'the docstring "Return the value." stays')
+    assert not _kept(fact, 'the docstring "Return the value of x." stays')
 
 
 _NAMES = st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True)

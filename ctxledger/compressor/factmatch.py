@@ -423,11 +423,17 @@ def normalize_fact(kind: str, value: str) -> str:
 
 
 def _unwrapped(text: str) -> str:
-    """A quoted value without the one pair of quotes around it (``'other'`` is ``other``);
-    a quote that only ends it is its own (``sku=""`` stays: without them it would be
-    ``sku=``, stated by ``sku="bar"``)."""
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
-        text = text[1:-1]
+    """A quoted value without the quotes around it: one pair (``'other'`` is ``other``),
+    or equal runs of one quote character at both ends (a docstring's three, a code
+    span's two backticks); two ``"`` or ``'`` are an empty string, no delimiter
+    (``"" or ""`` loses one pair). A quote that only ends it is its own (``sku=""``
+    stays: without them it would be ``sku=``, stated by ``sku="bar"``)."""
+    quote = text[:1]
+    if len(text) >= 2 and quote in "\"'`" and text[-1] == quote:
+        lead = len(text) - len(text.lstrip(quote))
+        run = min(lead, len(text) // 2) if lead == len(text) - len(text.rstrip(quote)) else 1
+        run = 1 if run == 2 and quote != "`" else run
+        text = text[run:-run]
     return text.strip()
 
 

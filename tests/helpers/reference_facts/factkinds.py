@@ -88,12 +88,14 @@ def _cap(text: str, limit: int = LINE_MAX_CHARS) -> str:
     return text[: cut if cut > 0 else slash_cut(text, limit)].rstrip()
 
 
+_SPLIT = re.compile(r"\w[\w/]")  # (compiled once: no pattern is compiled per text)
+
+
 def slash_cut(text: str, limit: int) -> int:
     """(session 40, review 1) Where a text longer than `limit` with no blank in its last
     40 % is cut: after the last ``/`` there when the cut at `limit` would split a name or
     end just before a ``/`` (a path the text goes on with); else at `limit`."""
-    pair = text[limit - 1 : limit + 1]
-    splits = re.fullmatch(r"\w[\w/]", pair) is not None
+    splits = _SPLIT.fullmatch(text, limit - 1, limit + 1) is not None
     low = int(limit * 0.6)
     slash = text.rfind("/", low, limit)
     return slash + 1 if splits and slash != -1 else limit

@@ -40,6 +40,7 @@ from ctxledger.compressor.factkinds import (
 # names alone after a bare number are stated in .numbering
 from ctxledger.compressor.factnoise import listed_code_or_field
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
+from helpers.reference_facts import factlines
 from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, label_off, success
 from helpers.reference_facts.numbering import listed_name, numbered, version
 from helpers.reference_facts.tags import closing_tag, opening_tag, tag_alone
@@ -56,7 +57,6 @@ __all__ = [
     "outcome_lines",
     "script_error_lines",
     "shell_error_lines",
-    "slash_cut",
 ]
 
 LINE_MAX_CHARS = 160
@@ -85,20 +85,7 @@ def _cap(text: str, limit: int = LINE_MAX_CHARS) -> str:
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else slash_cut(text, limit)].rstrip()
-
-
-_SPLIT = re.compile(r"\w[\w/]")  # (compiled once: no pattern is compiled per text)
-
-
-def slash_cut(text: str, limit: int) -> int:
-    """(session 40, review 1) Where a text longer than `limit` with no blank in its last
-    40 % is cut: after the last ``/`` there when the cut at `limit` would split a name or
-    end just before a ``/`` (a path the text goes on with); else at `limit`."""
-    splits = _SPLIT.fullmatch(text, limit - 1, limit + 1) is not None
-    low = int(limit * 0.6)
-    slash = text.rfind("/", low, limit)
-    return slash + 1 if splits and slash != -1 else limit
+    return text[: cut if cut > 0 else factlines.slash_cut(text, limit)].rstrip()
 
 
 def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:

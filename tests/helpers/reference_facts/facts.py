@@ -58,9 +58,9 @@ from helpers.reference_facts.factkinds import (
     outcome_lines,
     script_error_lines,
     shell_error_lines,
-    slash_cut,
 )
 from helpers.reference_facts.factkinds import _error_lines as _error_lines
+from helpers.reference_facts.factlines import slash_cut
 from helpers.reference_facts.factpaths import (
     bounded,
     find_paths,

@@ -4,7 +4,8 @@ A fact's normalized value is found in a normalized text by :func:`contains`; an
 occurrence counts only when it is not part of something longer:
 
 * a word: a fact that begins or ends with a word character only matches on word
-  boundaries (``foo`` is not in ``foobar``);
+  boundaries (``foo`` is not in ``foobar``), and words ending with a path's name not
+  before a ``/`` and more of a name (``load src/x`` is not in ``load src/x/a.py``);
 * a number (:func:`continues_number`; a path's boundary is the next rule's alone):
   ``$5`` is not in ``$5,000``, ``v2.0`` not in
   ``v2.0.1``, and a version not in a longer version (``v2.0`` in ``v2.0-rc1``,
@@ -70,7 +71,6 @@ __all__ = [
     "prerelease_end",
     "prerelease_start",
     "search",
-    "states_lines",
     "states_range_end",
 ]
 
@@ -97,18 +97,6 @@ def states_range_end(haystack: str, name: str, version: str) -> bool:
         ):
             return True
     return False
-
-
-def states_lines(haystack: str, first: str, last: str) -> bool:
-    """Whether `haystack` names the lines `first` to `last` as the extraction reads them
-    (``lines 12-20`` of ``Line 12-20``, ``lines 12 to 20``, ``lines 12 – 20``)."""
-    return _lines_pattern(first, last).search(haystack) is not None
-
-
-@functools.lru_cache(maxsize=1024)
-def _lines_pattern(first: str, last: str) -> re.Pattern[str]:
-    # "line" first, so the engine finds candidates by it; the rest as extraction reads it
-    return re.compile(f"line(?<!\\wline)s? {first}\\s*(?:-|\u2013|to)\\s*{last}(?![0-9]|[.,][0-9])")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -164,6 +152,15 @@ def _bare_name(needle: str, path: bool, windows: bool) -> bool:
 def _name_goes_on(char: str, slash_path: bool) -> bool:
     """Whether `char` next to a match goes on its word (:func:`_slash_path`)."""
     return not slash_path and is_word(char)
+
+
+def _ends_in_path(needle: str, path: bool) -> bool:
+    """Whether `needle`, no path fact, is words ending with a path's name (``unable to
+    load file src/project``): a ``/`` and a name after it make a longer path, another
+    one. A value that is one whole path or URL (no blank: ``"src/project"``, a URL)
+    follows the path rule instead: a directory is stated by a file under it."""
+    blank = needle.rfind(" ")
+    return not path and blank != -1 and is_word(needle[-1]) and "/" in needle[blank + 1 :]
 
 
 # --------------------------------------------------------------------------- per occurrence
@@ -355,6 +352,12 @@ def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool 
     if is_word(needle[0]) and start > 0 and _name_goes_on(haystack[start - 1], slash_path):
         return False
     if is_word(needle[-1]) and end < len(haystack) and _name_goes_on(haystack[end], slash_path):
+        return False
+    if (
+        haystack[end : end + 1] == "/"
+        and is_word(haystack[end + 1 : end + 2])
+        and _ends_in_path(needle, path)
+    ):
         return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
@@ -553,6 +556,8 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
         # (a bare name after a "/" ends as a slash path's last name: :func:`_accepted`)
         bare = _bare_name(needle, path, windows)
         ahead.append(f"(?<!/{re.escape(needle)})\\w" if bare else r"\w")
+    if _ends_in_path(needle, path):
+        ahead.append(r"/\w")
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
             ahead.append(r"[,.][0-9]")

@@ -307,7 +307,7 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         end = len(text) if after == -1 else max(pos, text.rfind("\n", pos, after))
         line = raised_line(text, pos, min(pos + 20000, end))
         if line is not None:
-            found.append((start, _cap(line)))
+            found.append((start, _cap(_unlabelled(0, line)[1])))
         start = after
     group = text.find(_GROUP_HEADER) if "|" in text else -1
     for pattern, literals in (
@@ -317,7 +317,8 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
         for match in line_matches(pattern, text, literals):
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # prose about errors (``Error handling looks fine``)
-            found.append((match.start(1), _cap(match.group(1))))
+            position, value = _unlabelled(match.start(1), match.group(1))
+            found.append((position, _cap(value)))
     for match in _GROUP_EXCEPTION_LINE.finditer(text, group) if group != -1 else ():
         found.append((match.start(1), _cap(match.group(1))))
     # (a literal check even on a short text: most texts hold none, and the pattern tries
@@ -372,12 +373,25 @@ _SHELL_ERROR = re.compile(
 #: every shell error line has ``prog: `` (a colon, then a blank)
 _SHELL_ERROR_LITERALS = (": ", ":\t")
 _EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
+#: a script's ``Error:`` label before an exception line it printed (``Error: ImportError: x``,
+#: ``Error: Exception: boom`` as ``Error: MyException: boom``; ``Error: Error: x`` keeps it)
+_ERROR_LABEL = re.compile(
+    r"(?i:error):[ \t]+(?=(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception):)"
+)
+
+
+def _unlabelled(position: int, line: str) -> tuple[int, str]:
+    """`line` at `position` without a script's ``Error:`` label before its exception
+    line: the fact is the exception line, as a summary states it (session 40)."""
+    label = _ERROR_LABEL.match(line)
+    return (position, line) if label is None else (position + label.end(), line[label.end() :])
 
 
 def shell_error_lines(text: str) -> list[tuple[int, str]]:
     """``(position, line)`` of the shell's own error lines (``prog: what: reason``)."""
     matches = line_matches(_SHELL_ERROR, text, _SHELL_ERROR_LITERALS)
-    return [(m.start(1), _cap(m.group(1))) for m in matches if not no_program(m.group(1))]
+    found = (_unlabelled(m.start(1), m.group(1)) for m in matches if not no_program(m.group(1)))
+    return [(position, _cap(value)) for position, value in found]
 
 
 def script_error_lines(text: str) -> list[tuple[int, str]]:
@@ -403,7 +417,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
             successes = may_report_success(text)
         if successes and reports_success(line):
             continue  # ``✓ SUCCESS: Got expected NotSupportedError``: none happened
-        found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
+        position, value = _unlabelled(start + len(line) - len(line.lstrip()), stripped)
+        found.append((position, _cap(value)))
     return found
 
 

@@ -33,11 +33,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxledger.compressor.factbounds import contains, states_lines, states_range_end
+from ctxledger.compressor.factbounds import contains, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
+from ctxledger.compressor.factranges import states_lines
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
 from ctxledger.compressor.toolcalls import call_name_and_args
@@ -417,8 +418,23 @@ def normalize_fact(kind: str, value: str) -> str:
             one_name_dir = stripped != text and "/" not in stripped
             text = stripped + "/" if one_name_dir else stripped
     elif kind == "quoted":
-        text = text.strip("\"'`").strip()
+        text = _unwrapped(text)
     return text
+
+
+def _unwrapped(text: str) -> str:
+    """A quoted value without the quotes around it: one pair (``'other'`` is ``other``),
+    or equal runs of one quote character at both ends (a docstring's three, a code
+    span's two backticks); two ``"`` or ``'`` are an empty string, no delimiter
+    (``"" or ""`` loses one pair). A quote that only ends it is its own (``sku=""``
+    stays: without them it would be ``sku=``, stated by ``sku="bar"``)."""
+    quote = text[:1]
+    if len(text) >= 2 and quote in "\"'`" and text[-1] == quote:
+        lead = len(text) - len(text.lstrip(quote))
+        run = min(lead, len(text) // 2) if lead == len(text) - len(text.rstrip(quote)) else 1
+        run = 1 if run == 2 and quote != "`" else run
+        text = text[run:-run]
+    return text.strip()
 
 
 def _string_leaves(value: Any) -> Iterator[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from ctxledger.compressor.factletters import is_word
 from ctxledger.compressor.factscan import may_match_ignoring_case
 
 __all__ = ["LINE_MAX_CHARS", "cap_line", "cap_text", "constraint_sentences", "decision_sentences"]
@@ -21,11 +22,16 @@ def cap_line(text: str, limit: int = LINE_MAX_CHARS) -> str:
 
 
 def cap_text(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` chars, at a space when one is near the end."""
+    """`text` cut to at most `limit` chars, at a space when one is near the end; with
+    none, after a ``/`` near the end when the cut falls in a name or before a ``/``
+    (session 40, review 1 of ``audit5``: ``…/abc`` before ``/abc/…`` is a path its own
+    text goes on with, which the matcher finds nowhere, that text included)."""
     text = text.strip()
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", int(limit * 0.6), limit)
+    if cut <= 0 and is_word(text[limit - 1]) and (is_word(text[limit]) or text[limit] == "/"):
+        cut = text.rfind("/", int(limit * 0.6), limit) + 1
     return text[: cut if cut > 0 else limit].rstrip()
 
 

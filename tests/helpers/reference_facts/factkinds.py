@@ -40,7 +40,8 @@ from ctxledger.compressor.factkinds import (
 # names alone after a bare number are stated in .numbering
 from ctxledger.compressor.factnoise import listed_code_or_field
 from ctxledger.compressor.toolcalls import EDITOR_TOOLS, bare_tool_name, tool_family
-from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, success
+from helpers.reference_facts import factlines
+from helpers.reference_facts.factlines import CODE_LINE, EXCEPTION_IN_LINE, code, label_off, success
 from helpers.reference_facts.numbering import listed_name, numbered, version
 from helpers.reference_facts.tags import closing_tag, opening_tag, tag_alone
 
@@ -84,7 +85,7 @@ def _cap(text: str, limit: int = LINE_MAX_CHARS) -> str:
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip()
+    return text[: cut if cut > 0 else factlines.slash_cut(text, limit)].rstrip()
 
 
 def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:
@@ -325,8 +326,8 @@ def _traceback_errors(text: str) -> list[tuple[int, str]]:
         if bordered and ends and header[:1] in ("|", "+"):  # (second review: a group's border)
             lines = [_unbordered(line) for line in lines]
         error = _traceback_error(lines)
-        if error is not None:
-            found.append((start, _cap(error)))
+        if error is not None:  # (s40 review 1: a labelled line there is its exception line)
+            found.append((start, _cap(label_off(start, error)[1])))
         start = following
     return found
 
@@ -346,7 +347,8 @@ def _error_lines(text: str) -> list[tuple[int, str]]:
                 continue
             if pattern is _ERROR_PREFIX_LINE and not _reports_error(match.group(1)):
                 continue  # (ctxledger's rule since s28: prose about errors is no error)
-            found.append((match.start(1), _cap(match.group(1))))
+            at, value = label_off(match.start(1), match.group(1))
+            found.append((at, _cap(value)))
     for match in TOOL_ERROR_LINE.finditer(text):
         if reports_tool_error(match.group(1)):
             found.append((match.start(1), _cap(match.group(1))))
@@ -434,7 +436,9 @@ def shell_error_lines(text: str) -> list[tuple[int, str]]:
             and not (prefix.endswith("file") and prefix[:-4] in _FILE_STEMS)
         ):
             continue
-        found.append((m.start(1), _cap(m.group(1))))
+        # (s40 review 1: ``Error: FileNotFoundError: … No such file`` is its exception line)
+        at, value = label_off(m.start(1), m.group(1))
+        found.append((at, _cap(value)))
     return found
 
 
@@ -460,7 +464,8 @@ def script_error_lines(text: str) -> list[tuple[int, str]]:
             continue  # (session 30: a listing's code, a docstring's field)
         if success(line) or code(line):
             continue  # (session 32: an expected or avoided exception; a tuple assigned)
-        found.append((start + len(line) - len(line.lstrip()), _cap(stripped)))
+        at, value = label_off(start + len(line) - len(line.lstrip()), stripped)
+        found.append((at, _cap(value)))
     return found
 
 

@@ -13,13 +13,46 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CODE_LINE", "EXCEPTION_IN_LINE", "code", "success"]
+__all__ = ["CODE_LINE", "EXCEPTION_IN_LINE", "code", "label_off", "slash_cut", "success"]
 
 EXCEPTION_IN_LINE = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b")
 CODE_LINE = re.compile(
     r"^\s*(?:E {2,}|File \"|raise\b|except\b|class\b|def\b|import\b|from\b|assert\b|@|#|>>>|\.\.\.|"
     r"if\b|elif\b|return\b|with\b|try\b|\w+\s*=\s*[\w.]+\()"
 )
+
+
+def label_off(at: int, line: str) -> tuple[int, str]:
+    """(session 40) A script's ``Error: ValueError: x`` is the exception line after its
+    label: the line at `at`, or what follows the label and where. The name may be
+    dotted and may be ``Exception`` itself (review 1: as ``MyException``); ``Error``
+    alone is no exception's name (``Error: Error: x`` keeps its label)."""
+    head, _, rest = line.partition(":")
+    body = rest.lstrip(" \t")
+    name = body.partition(":")[0] if ":" in body else ""
+    *owners, last = name.split(".")
+    exception = last == "Exception" or EXCEPTION_IN_LINE.fullmatch(last) is not None
+    if (
+        head.lower() == "error"
+        and rest[:1] in (" ", "\t")
+        and exception
+        and all(re.fullmatch(r"[A-Za-z_]\w*", owner) for owner in owners)
+    ):
+        return at + len(line) - len(body), body
+    return at, line
+
+
+_SPLIT = re.compile(r"\w[\w/]")  # (compiled once: no pattern is compiled per text)
+
+
+def slash_cut(text: str, limit: int) -> int:
+    """(session 40, review 1) Where a text longer than `limit` with no blank in its last
+    40 % is cut: after the last ``/`` there when the cut at `limit` would split a name or
+    end just before a ``/`` (a path the text goes on with); else at `limit`."""
+    splits = _SPLIT.fullmatch(text, limit - 1, limit + 1) is not None
+    low = int(limit * 0.6)
+    slash = text.rfind("/", low, limit)
+    return slash + 1 if splits and slash != -1 else limit
 
 
 def code(line: str) -> bool:

@@ -60,6 +60,7 @@ from helpers.reference_facts.factkinds import (
     shell_error_lines,
 )
 from helpers.reference_facts.factkinds import _error_lines as _error_lines
+from helpers.reference_facts.factlines import slash_cut
 from helpers.reference_facts.factpaths import (
     bounded,
     find_paths,
@@ -227,7 +228,7 @@ def _cap(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     cut = text.rfind(" ", int(limit * 0.6), limit)
-    return text[: cut if cut > 0 else limit].rstrip()
+    return text[: cut if cut > 0 else slash_cut(text, limit)].rstrip()
 
 
 #: the number patterns of the module under test whose rules are stated here (the

@@ -32,6 +32,7 @@ import msgspec
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
 from ctxledger.compressor.factmatch import (
     JOIN,
+    Forms,
     Haystack,
     JoinedHaystack,
     fact_text,
@@ -52,7 +53,9 @@ from ctxledger.compressor.markers import (
     summary_end_marker,
     summary_prefix,
 )
+from ctxledger.compressor.normalstore import read_forms
 from ctxledger.eventstore.contents import shared_contents
+from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 from ctxledger.projections.transcript import load_bodies
@@ -200,16 +203,10 @@ def content_digest(text: str) -> bytes:
     """sha256 of `text`'s UTF-8 (surrogates passed), remembered for the last few string
     objects digested: a what-if asks for the key of the same 10 MB content several times
     (strings are immutable, so the object held is the text digested)."""
-    with _DIGESTS_LOCK:
-        found = _DIGESTS.get(id(text))
-        if found is not None and found[0] is text:
-            _DIGESTS.move_to_end(id(text))
-            return found[1]
-    shared = shared_contents()
-    ref = shared.checked_ref(text) if shared is not None else None
-    if ref is None and shared is not None:  # an equal copy (a piece cut out of a merge):
-        equal = shared.prefix_of(text, len(text))  # compared, not hashed (~1 ms vs ~10)
-        ref = equal[0] if equal is not None and equal[1] == len(text) else None
+    found = _remembered(text)
+    if found is not None:
+        return found
+    ref = _checked_ref(text)
     if ref is not None:  # read from a blob whose bytes hashed to its ref: that is the digest
         digest = bytes.fromhex(ref)
     else:
@@ -219,6 +216,39 @@ def content_digest(text: str) -> bytes:
         while len(_DIGESTS) > _DIGESTS_KEPT:
             _DIGESTS.popitem(last=False)
     return digest
+
+
+def _remembered(text: str) -> bytes | None:
+    """The digest :func:`content_digest` remembers for that very string, or None."""
+    with _DIGESTS_LOCK:
+        found = _DIGESTS.get(id(text))
+        if found is None or found[0] is not text:
+            return None
+        _DIGESTS.move_to_end(id(text))
+        return found[1]
+
+
+def _checked_ref(text: str) -> str | None:
+    """The ref of `text` when this run read it from a blob that hashed to the ref (that
+    very string, or an equal copy: a piece cut out of a merge, compared (~1 ms), not
+    hashed (~10 ms per 10 MB)), else None (outside :func:`sharing_contents`: None)."""
+    shared = shared_contents()
+    ref = shared.checked_ref(text) if shared is not None else None
+    if ref is None and shared is not None:
+        equal = shared.prefix_of(text, len(text))
+        ref = equal[0] if equal is not None and equal[1] == len(text) else None
+    return ref
+
+
+def _stored_forms(text: str) -> Forms | None:
+    """The normal forms of a long content stored in the ledger it was read from
+    (:mod:`ctxledger.compressor.normalstore`), or None (they are made)."""
+    shared = shared_contents() if len(text) >= STORED_MIN_CHARS else None
+    if shared is None:
+        return None
+    digest = _remembered(text)  # (when the fact cache's key just took it)
+    ref = digest.hex() if digest is not None else _checked_ref(text)
+    return read_forms(text, ref, shared.derived) if ref is not None else None
 
 
 @contextmanager
@@ -474,7 +504,7 @@ class ChainViews:
 
     def group(self, pieces: list[Piece]) -> Group:
         facts = {f.normalized for p in pieces for f in self.facts(p)}
-        return Group(pieces, joined_haystack([p.text for p in pieces]), facts)
+        return Group(pieces, joined_haystack([p.text for p in pieces], _stored_forms), facts)
 
     def step(self, record: CompactionRecord) -> Step:
         """What `record` rewrote (pieces of its view the new view lacks) and what it made."""

@@ -23,6 +23,8 @@ message).
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
@@ -56,6 +58,7 @@ __all__ = [
     "SharedContents",
     "dehydrate_layout",
     "dehydrate_shared",
+    "hashed_ref",
     "hydrate_layout",
     "hydrate_shared",
     "layout_problem",
@@ -216,14 +219,38 @@ def _remember_after(shared: SharedContents, ref: str, text: str, event: MessageA
 
 
 def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, bytes]]:
-    """``dehydrate(event, threshold)``, reusing the ref of a content this run read."""
+    """``dehydrate(event, threshold)``, reusing the ref of a content this run read; the
+    ref of a content long enough for derived values is kept for :func:`hashed_ref`."""
     shared = _SHARED.get()
-    if shared is None or not isinstance(event, MessageAppended):
+    if not isinstance(event, MessageAppended) or event.content_ref is not None:
         return dehydrate(event, threshold)
     content = event.message.get("content")
-    ref = shared.ref_of(content) if isinstance(content, str) else None
-    data = shared.data_of(ref) if ref is not None else None
+    if not isinstance(content, str):
+        return dehydrate(event, threshold)
+    ref = shared.ref_of(content) if shared is not None else None
+    data = shared.data_of(ref) if shared is not None and ref is not None else None
+    if data is None and len(content) >= max(threshold, STORED_MIN_CHARS):
+        data = content.encode("utf-8")
+        ref = sha256_hex(data)
+        with _HASHED_LOCK:
+            _HASHED[id(content)] = (content, ref)
+            while len(_HASHED) > _HASHED_KEPT:
+                _HASHED.popitem(last=False)
     return dehydrate(event, threshold, ref=ref, data=data)
+
+
+#: id(text) -> (text, ref): refs :func:`dehydrate_shared` hashed for long contents, taken
+#: by the derived values stored after the append (:mod:`ctxledger.ledger.derived`)
+_HASHED: OrderedDict[int, tuple[str, str]] = OrderedDict()
+_HASHED_KEPT = 4
+_HASHED_LOCK = threading.Lock()
+
+
+def hashed_ref(text: str) -> str | None:
+    """The ref an append just hashed for that very string (forgotten once taken), or None."""
+    with _HASHED_LOCK:
+        found = _HASHED.pop(id(text), None)
+    return found[1] if found is not None and found[0] is text else None
 
 
 # --- layout contents by reference (SessionSwitched schema 2) -------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from ctxledger.compressor import normalstore
 from ctxledger.compressor.factstore import (
     computed_value,
     facts_kind,
@@ -29,7 +30,7 @@ from ctxledger.compressor.factstore import (
 from ctxledger.compressor.markers import merge_lead
 from ctxledger.events import MessageAppended, sha256_hex
 from ctxledger.eventstore.base import AppendRequest, EventStore
-from ctxledger.eventstore.contents import shared_contents
+from ctxledger.eventstore.contents import hashed_ref, shared_contents
 from ctxledger.eventstore.fingerprints import (
     count_after_kind,
     count_after_version,
@@ -72,10 +73,15 @@ def _store_values(store: EventStore, event: MessageAppended, content: str) -> in
     message, encoding = event.message, event.encoding
     shared = shared_contents()
     ref = shared.checked_ref(content) if shared is not None else None
-    if ref is None:
-        ref, shared = sha256_hex(content.encode("utf-8")), None
+    if ref is None:  # (the append hashed it: not again)
+        ref, shared = hashed_ref(content) or sha256_hex(content.encode("utf-8")), None
     values: list[tuple[str, str | None, Callable[[], bytes | None]]] = [
-        (facts_kind(message), facts_version(), lambda: computed_value(message))
+        (facts_kind(message), facts_version(), lambda: computed_value(message)),
+        (
+            normalstore.KIND,
+            normalstore.normal_version(),
+            lambda: normalstore.computed_value(content),
+        ),
     ]
     if message.keys() <= {"role", "content"} and cuts_apply(encoding):
         kind = count_after_kind(encoding)

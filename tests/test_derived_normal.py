@@ -1,0 +1,162 @@
+"""Session 40: a long content's normal forms stored at append time, and the append
+hashing a long content once (derived values, issue 14)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger import OfflineSummarizer
+from ctxledger.analysis import factviews
+from ctxledger.analysis.whatif import whatif
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor import factmatch, normalstore
+from ctxledger.compressor.factmatch import Haystack, normalize, normalize_cased
+from ctxledger.events import sha256_hex
+from ctxledger.eventstore import contents
+from ctxledger.eventstore.derived import STORED_MIN_CHARS
+from ctxledger.ledger import Ledger
+from ctxledger.ledger import derived as ledger_derived
+
+_LONG = STORED_MIN_CHARS
+
+_PIECES = st.sampled_from(
+    ["a", "Word", " ", "  ", "\n", "\t", "é", "ß", "ﬁ", "¹", "\\", "\u201c", "\xa0", "¨", "x.py"]
+)
+
+
+@contextmanager
+def _pieces_of(size: int) -> Iterator[None]:
+    """normalize_cased's long-text path for texts longer than `size` (tests lower it)."""
+    before = factmatch._PIECE
+    factmatch._PIECE = size
+    try:
+        yield
+    finally:
+        factmatch._PIECE = before
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_stored_normal_forms_are_the_forms_made(text: str) -> None:
+    """Whatever a stored value tells is what normalizing makes (long and short paths),
+    and a haystack given those forms is the one made without them."""
+    for size in (4, 1 << 30):
+        with _pieces_of(size):
+            value = normalstore.computed_value(text)
+            forms = normalstore.forms_of(text, value)
+            made = (normalize_cased(text), normalize(text))
+            assert forms is None or forms == made
+            hay = Haystack(text, forms)
+            assert (hay.cased, hay.folded) == made
+            if text == made[0]:  # (told whenever the folding leaves it as it is)
+                assert value[0] & normalstore.CASED_IS_TEXT
+
+
+def test_a_single_spaced_text_is_its_own_form_and_a_damaged_value_tells_nothing() -> None:
+    text = "error file src/app.py delta é " * 10
+    text = text.strip()
+    assert normalstore.computed_value(text) == b"\x03"
+    assert normalstore.computed_value(text.title()) == b"\x01"  # (folding changes it)
+    assert normalstore.computed_value(text + "\n") == b"\x00"
+    assert normalstore.forms_of(text, b"\x03") == (text, text)
+    assert normalstore.forms_of(text.title(), b"\x01") == (text.title(), text)
+    for damaged in (b"", b"\x00", b"\x02", b"\x07", b"\x03\x03"):
+        assert normalstore.forms_of(text, damaged) is None
+
+
+# --------------------------------------------------------------------------- a what-if
+
+
+def _words(n: int) -> str:
+    """A long content of single-spaced words (its own normal form)."""
+    words = ["error", "file", "src/app.py", "delta", "token", "retry", "é"]
+    return " ".join(words[(i * 7 + i // 3) % len(words)] for i in range(n))
+
+
+def _whatif_report(path: Path, sid: str) -> str:
+    factviews.FACTS.clear()
+    factmatch.LONG_HAYSTACKS.clear()
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), existing=True)
+    try:
+        return repr(whatif(ledger, sid, summarizer=OfflineSummarizer()))
+    finally:
+        ledger.close()
+
+
+def _long_normalizations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    real = factmatch.normalize
+
+    def counting(text: str) -> str:
+        calls[0] += len(text) >= _LONG
+        return real(text)
+
+    monkeypatch.setattr(factmatch, "normalize", counting)
+    return calls
+
+
+def test_a_whatif_reads_the_stored_forms_and_reports_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "l.db"
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), durability="normal")
+    sid = ledger.start_session(model="m", context_length=200_000, system_prompt="You code.")
+    big = _words(_LONG // 5)
+    assert len(big) >= _LONG and normalstore.computed_value(big) == b"\x03"
+    turns: list[dict[str, Any]] = [
+        {"role": "user", "content": "fix src/app.py: error in delta"},
+        {"role": "assistant", "content": "Looking at src/app.py."},
+        {"role": "user", "content": big},
+        {"role": "assistant", "content": "noted"},
+    ]
+    ledger.append_messages(sid, turns * 2)
+    ledger.close()
+    calls = _long_normalizations(monkeypatch)
+    stored = _whatif_report(path, sid)
+    assert calls == [0]  # the forms were read, not made
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM derived WHERE kind = 'normal'")
+    assert _whatif_report(path, sid) == stored and calls[0] >= 1
+
+
+# --------------------------------------------------------------------------- the append
+
+
+def test_an_append_hashes_a_long_content_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The derived values take the ref the append's blob was stored under."""
+    ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds())
+    sid = ledger.start_session(model="m", context_length=200_000, system_prompt="x")
+    hashed: list[int] = []
+
+    def counting(data: bytes) -> str:
+        hashed.append(len(data))
+        return sha256_hex(data)
+
+    monkeypatch.setattr(contents, "sha256_hex", counting)
+    monkeypatch.setattr(ledger_derived, "sha256_hex", counting)
+    message = {"role": "user", "content": _words(_LONG // 5) + "\n"}
+    ledger.append_messages(sid, [message])
+    ref = sha256_hex(message["content"].encode("utf-8"))
+    assert [n for n in hashed if n >= _LONG] == [len(message["content"].encode("utf-8"))]
+    assert ledger.store.get_derived(ref, normalstore.KIND, normalstore.normal_version()) == b"\x00"
+    assert contents.hashed_ref(message["content"]) is None  # (taken: nothing kept)
+    ledger.close()
+
+
+def test_a_hashed_ref_is_taken_once_and_only_for_that_very_string() -> None:
+    text = _words(_LONG // 5)
+    assert contents.hashed_ref(text) is None
+    copy = "".join([text[:10], text[10:]])
+    contents._HASHED[id(text)] = (text, "r")
+    assert contents.hashed_ref(copy) is None and contents.hashed_ref(text) == "r"
+    assert contents.hashed_ref(text) is None

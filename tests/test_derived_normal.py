@@ -9,15 +9,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger import OfflineSummarizer
+from ctxledger import CompressionConfig, OfflineSummarizer, compact
 from ctxledger.analysis import factviews
+from ctxledger.analysis.audit import audit_chain
 from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor import factmatch, normalstore
+from ctxledger.compressor import facts as facts_module
 from ctxledger.compressor.factmatch import Haystack, normalize, normalize_cased
 from ctxledger.events import sha256_hex
 from ctxledger.eventstore import contents
@@ -160,3 +163,56 @@ def test_a_hashed_ref_is_taken_once_and_only_for_that_very_string() -> None:
     contents._HASHED[id(text)] = (text, "r")
     assert contents.hashed_ref(copy) is None and contents.hashed_ref(text) == "r"
     assert contents.hashed_ref(text) is None
+
+
+# --------------------------------------------------------------------------- ``ctxledger audit``
+
+
+def _long_extractions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    real = facts_module._message_items
+
+    def counting(message: Any) -> Any:
+        content = message.get("content")
+        calls[0] += isinstance(content, str) and len(content) >= _LONG
+        return real(message)
+
+    monkeypatch.setattr(facts_module, "_message_items", counting)
+    return calls
+
+
+def _audit(path: Path, sid: str) -> str:
+    factviews.FACTS.clear()
+    factmatch.LONG_HAYSTACKS.clear()
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), existing=True)
+    try:
+        return repr(audit_chain(ledger, sid))
+    finally:
+        ledger.close()
+
+
+def test_an_audit_outside_a_whatif_reads_the_stored_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ctxledger audit`` reads the audited ledger's stored facts and forms (the same
+    computation as a what-if's), and reports the same without them."""
+    path = tmp_path / "l.db"
+    config = CompressionConfig(context_length=16_000)
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=config)
+    sid = ledger.start_session(model="m", context_length=16_000, system_prompt="You code.")
+    turns: list[dict[str, Any]] = [
+        {"role": "user", "content": f"fix src/app{i}.py: error in delta {i}"} for i in range(30)
+    ]
+    turns[10:10] = [
+        {"role": "user", "content": _words(_LONG // 5)},
+        {"role": "assistant", "content": "ok"},
+    ]
+    ledger.append_messages(sid, turns)
+    anyio.run(compact, ledger, sid, OfflineSummarizer())
+    ledger.close()
+    extractions, normalizations = _long_extractions(monkeypatch), _long_normalizations(monkeypatch)
+    stored = _audit(path, sid)
+    assert "compaction" in stored and extractions == [0] and normalizations == [0]
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM derived")
+    assert _audit(path, sid) == stored and extractions[0] >= 1 and normalizations[0] >= 1

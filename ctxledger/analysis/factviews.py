@@ -41,7 +41,7 @@ from ctxledger.compressor.factmatch import (
 )
 from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.factscan import LONG_TEXT
-from ctxledger.compressor.factstore import read_facts, stored_content
+from ctxledger.compressor.factstore import Getter, read_facts, stored_content
 from ctxledger.compressor.markers import (
     FOREIGN_END,
     FOREIGN_MERGE_DELIMITER,
@@ -147,7 +147,9 @@ class FactCache:
             ).digest()
         return hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
 
-    def facts(self, message: Mapping[str, Any]) -> list[Fact]:
+    def facts(self, message: Mapping[str, Any], derived: Getter | None = None) -> list[Fact]:
+        """`message`'s facts: remembered, stored (in the ledger a what-if read its content
+        from, else in `derived`: the audited ledger's values), or extracted."""
         if not self.enabled:
             return extract_facts([message])
         key = self.key(message)
@@ -157,7 +159,7 @@ class FactCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return found
-        facts = _stored_facts(message)
+        facts = _stored_facts(message, derived)
         if facts is None:
             facts = extract_facts([message])
         with self._lock:
@@ -176,15 +178,23 @@ class FactCache:
         return len(self._items)
 
 
-def _stored_facts(message: Mapping[str, Any]) -> list[Fact] | None:
-    """The facts stored for a long message whose content this run read from a ledger
-    (:mod:`ctxledger.compressor.factstore`), or None (compute them). The content's ref
-    is its digest, which :meth:`FactCache.key` just took (remembered per string)."""
+def _stored_facts(message: Mapping[str, Any], derived: Getter | None) -> list[Fact] | None:
+    """The facts stored for a long message (:mod:`ctxledger.compressor.factstore`) in the
+    ledger a what-if read its content from, else in `derived`, or None (compute them).
+    The content's ref is its digest, which :meth:`FactCache.key` just took (remembered
+    per string): a value under it was made from that very text."""
     content = stored_content(message)
-    shared = shared_contents() if content is not None else None
-    if shared is None or content is None:
+    get = _getter(derived) if content is not None else None
+    if get is None or content is None:
         return None
-    return read_facts(message, content_digest(content).hex(), shared.derived)
+    return read_facts(message, content_digest(content).hex(), get)
+
+
+def _getter(derived: Getter | None) -> Getter | None:
+    """Where derived values are read: inside :func:`sharing_contents` (a what-if) the
+    store a content was read from, else `derived` (the audited ledger's, or None)."""
+    shared = shared_contents()
+    return shared.derived if shared is not None else derived
 
 
 #: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
@@ -240,15 +250,16 @@ def _checked_ref(text: str) -> str | None:
     return ref
 
 
-def _stored_forms(text: str) -> Forms | None:
-    """The normal forms of a long content stored in the ledger it was read from
-    (:mod:`ctxledger.compressor.normalstore`), or None (they are made)."""
-    shared = shared_contents() if len(text) >= STORED_MIN_CHARS else None
-    if shared is None:
+def _stored_forms(text: str, derived: Getter | None) -> Forms | None:
+    """The normal forms of a long content stored where :func:`_getter` reads (see
+    :mod:`ctxledger.compressor.normalstore`), or None (they are made). Its ref is the
+    digest the fact cache's key just took, or that of a checked read: never hashed."""
+    get = _getter(derived) if len(text) >= STORED_MIN_CHARS else None
+    if get is None:
         return None
-    digest = _remembered(text)  # (when the fact cache's key just took it)
+    digest = _remembered(text)
     ref = digest.hex() if digest is not None else _checked_ref(text)
-    return read_forms(text, ref, shared.derived) if ref is not None else None
+    return read_forms(text, ref, get) if ref is not None else None
 
 
 @contextmanager
@@ -499,12 +510,14 @@ class ChainViews:
             }
             if piece.kind == "summary":
                 message = {"role": "assistant", "content": piece.text}
-            cached = self._facts[key] = FACTS.facts(message)
+            cached = self._facts[key] = FACTS.facts(message, self.ledger.store.get_derived)
         return cached
 
     def group(self, pieces: list[Piece]) -> Group:
         facts = {f.normalized for p in pieces for f in self.facts(p)}
-        return Group(pieces, joined_haystack([p.text for p in pieces], _stored_forms), facts)
+        get = self.ledger.store.get_derived
+        hay = joined_haystack([p.text for p in pieces], lambda text: _stored_forms(text, get))
+        return Group(pieces, hay, facts)
 
     def step(self, record: CompactionRecord) -> Step:
         """What `record` rewrote (pieces of its view the new view lacks) and what it made."""

@@ -3,6 +3,7 @@ hashing a long content once (derived values, issue 14)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +20,7 @@ from ctxledger import CompressionConfig, OfflineSummarizer, compact
 from ctxledger.analysis import factviews
 from ctxledger.analysis.audit import audit_chain
 from ctxledger.analysis.whatif import whatif
+from ctxledger.cli.main import cli
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor import factmatch, normalstore
 from ctxledger.compressor import facts as facts_module
@@ -216,3 +219,37 @@ def test_an_audit_outside_a_whatif_reads_the_stored_values(
     with sqlite3.connect(path) as conn:
         conn.execute("DELETE FROM derived")
     assert _audit(path, sid) == stored and extractions[0] >= 1 and normalizations[0] >= 1
+
+
+# --------------------------------------------------------------------------- ``ctxledger upgrade``
+
+
+def _cli(path: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    return result.exit_code, result.output
+
+
+def test_upgrade_stores_the_values_of_long_messages_already_in_the_log(tmp_path: Path) -> None:
+    """A ledger whose long messages have no values (appended before session 39): a read
+    command stores none, ``ctxledger upgrade`` stores each kind once, the log unchanged."""
+    path = tmp_path / "l.db"
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), durability="normal")
+    sid = ledger.start_session(model="m", context_length=200_000, system_prompt="x")
+    big = {"role": "user", "content": _words(_LONG // 5)}
+    ledger.append_messages(sid, [big, {"role": "assistant", "content": "ok"}, dict(big)])
+    with sqlite3.connect(path) as conn:
+        expected = sorted(conn.execute("SELECT ref, kind, version, value FROM derived"))
+        conn.execute("DROP TABLE derived")
+    ledger.close()
+    head = _cli(path, "verify", "--json")[1]
+    for read in (("audit", sid), ("replay", sid, "--summarizer", "offline")):
+        assert _cli(path, *read)[0] == 0
+    with sqlite3.connect(path) as conn:  # (a read command wrote nothing)
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'derived'").fetchone()
+    code, out = _cli(path, "upgrade", "--json")
+    assert code == 0 and json.loads(out) == {"message_heads_filled": 0, "derived_values_stored": 3}
+    with sqlite3.connect(path) as conn:
+        assert sorted(conn.execute("SELECT ref, kind, version, value FROM derived")) == expected
+    code, out = _cli(path, "upgrade")
+    assert code == 0 and out.strip() == "nothing to fill", out
+    assert _cli(path, "verify", "--json")[1] == head

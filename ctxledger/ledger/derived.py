@@ -18,7 +18,7 @@ it has one and computes nothing: a what-if must not pay the extraction it saves.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ctxledger.compressor import normalstore
 from ctxledger.compressor.factstore import (
@@ -28,7 +28,7 @@ from ctxledger.compressor.factstore import (
     stored_content,
 )
 from ctxledger.compressor.markers import merge_lead
-from ctxledger.events import MessageAppended, sha256_hex
+from ctxledger.events import Event, MessageAppended, sha256_hex
 from ctxledger.eventstore.base import AppendRequest, EventStore
 from ctxledger.eventstore.contents import hashed_ref, shared_contents
 from ctxledger.eventstore.fingerprints import (
@@ -38,7 +38,7 @@ from ctxledger.eventstore.fingerprints import (
 )
 from ctxledger.tokens import count_text_after, cuts_apply, first_cut
 
-__all__ = ["store_derived", "store_quietly"]
+__all__ = ["backfill_derived", "store_derived", "store_quietly"]
 
 _log = logging.getLogger("ctxledger")
 
@@ -58,14 +58,26 @@ def store_derived(store: EventStore, requests: Sequence[AppendRequest]) -> int:
     """Store the derived values of the long messages `requests` appended; returns how many
     were written (0 for anything else: one type and length test per event). Errors go
     to the caller: :func:`store_quietly` drops them after an append."""
+    return _store_events(store, (event for request in requests for event in request.events))
+
+
+def backfill_derived(store: EventStore) -> int:
+    """Store the derived values of every long message already in `store`'s log (appended
+    before session 39 stored them, or whose values were lost); returns how many were
+    stored. Reads the whole log (each long content decoded and hashed once); a value
+    already stored is looked up, not redone, so it is safe to run again. For ``ctxledger
+    upgrade``: a read command never writes."""
+    return _store_events(store, (record.event for record in store.read_all()))
+
+
+def _store_events(store: EventStore, events: Iterable[Event]) -> int:
     written = 0
-    for request in requests:
-        for event in request.events:
-            if type(event) is not MessageAppended:
-                continue
-            content = stored_content(event.message)
-            if content is not None:
-                written += _store_values(store, event, content)
+    for event in events:
+        if type(event) is not MessageAppended:
+            continue
+        content = stored_content(event.message)
+        if content is not None:
+            written += _store_values(store, event, content)
     return written
 
 

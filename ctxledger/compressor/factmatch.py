@@ -117,11 +117,21 @@ def normalize_cased(text: str) -> str:
 
 def fold_cased(text: str) -> str:
     """:func:`normalize_cased` but for the whitespace (NFKC, quotes, backslashes)."""
-    if len(text) > _PIECE and not text.isascii():
-        # cut before ASCII whitespace, a starter that composes with nothing: NFKC of
-        # the pieces is NFKC of the whole
-        return "".join(_fold_cased(piece) for piece in pieces(text, _PIECE))
-    return _fold_cased(text)
+    return "".join([_fold_cased(piece) for piece in fold_pieces(text)])
+
+
+def fold_pieces(text: str) -> list[str]:
+    """The pieces :func:`fold_cased` folds one by one: a long text that is not ASCII is
+    cut before ASCII whitespace, a starter that composes with nothing (NFKC of the
+    pieces is NFKC of the whole); any other is one piece."""
+    return pieces(text, _PIECE) if len(text) > _PIECE and not text.isascii() else [text]
+
+
+def folds_to_itself(parts: list[str]) -> bool:
+    """Whether folding each of `parts` (:func:`fold_pieces`) leaves it as it is, so that
+    :func:`fold_cased` leaves their text as it is; an ASCII part is not folded to tell
+    (it is, when it holds no backslash)."""
+    return all(("\\" not in p) if p.isascii() else _fold_cased(p) == p for p in parts)
 
 
 #: every character ``str.split()`` splits on but the space (tested on every code point)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxledger.compressor.factmatch import fold_cased, single_spaced
+from ctxledger.compressor.factmatch import fold_pieces, folds_to_itself, single_spaced
 from ctxledger.compressor.factscan import casefolded
 from ctxledger.eventstore.fingerprints import CodeVersion
 
@@ -53,8 +53,11 @@ def computed_value(text: str) -> bytes:
     collapsed form, so it is told apart without normalizing it; a single-spaced one
     whose folding leaves it as it is, is (``normalize_cased`` collapses the folding)."""
     flags = 0
-    if single_spaced(text) and fold_cased(text) == text:
-        flags = CASED_IS_TEXT | (FOLDED_IS_TEXT if casefolded(text) == text else 0)
+    parts = fold_pieces(text) if single_spaced(text) else None
+    if parts is not None and folds_to_itself(parts):
+        # (case folding maps each character alone: piece by piece, nothing joined)
+        same = all(part.casefold() == part for part in parts)
+        flags = CASED_IS_TEXT | (FOLDED_IS_TEXT if same else 0)
     return bytes((flags,))
 
 

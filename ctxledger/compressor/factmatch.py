@@ -117,6 +117,8 @@ def normalize_cased(text: str) -> str:
 
 def fold_cased(text: str) -> str:
     """:func:`normalize_cased` but for the whitespace (NFKC, quotes, backslashes)."""
+    if len(text) <= _PIECE or text.isascii():  # (every fact's value: no list made)
+        return _fold_cased(text)
     return "".join([_fold_cased(piece) for piece in fold_pieces(text)])
 
 

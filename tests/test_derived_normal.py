@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import grimp
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -26,7 +27,7 @@ from ctxledger.compressor import factmatch, normalstore
 from ctxledger.compressor import facts as facts_module
 from ctxledger.compressor.factmatch import Haystack, normalize, normalize_cased
 from ctxledger.events import sha256_hex
-from ctxledger.eventstore import contents
+from ctxledger.eventstore import contents, fingerprints
 from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.ledger import Ledger
 from ctxledger.ledger import derived as ledger_derived
@@ -64,6 +65,13 @@ def test_stored_normal_forms_are_the_forms_made(text: str) -> None:
             assert (hay.cased, hay.folded) == made
             if text == made[0]:  # (told whenever the folding leaves it as it is)
                 assert value[0] & normalstore.CASED_IS_TEXT
+
+
+def test_the_forms_version_covers_the_matching_codes_real_import_graph() -> None:
+    graph = grimp.build_graph("ctxledger")
+    upstream = graph.find_upstream_modules(normalstore.ROOT) | {normalstore.ROOT}
+    assert set(fingerprints.imported_modules(normalstore.ROOT)) == upstream
+    assert normalstore.normal_version() is not None
 
 
 def test_a_single_spaced_text_is_its_own_form_and_a_damaged_value_tells_nothing() -> None:

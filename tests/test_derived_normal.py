@@ -67,6 +67,19 @@ def test_stored_normal_forms_are_the_forms_made(text: str) -> None:
                 assert value[0] & normalstore.CASED_IS_TEXT
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([" ", "a", "é", "Ø", "ß", "\xdc", "\u0100", "\u2020", "\ud800"])).map(
+        "".join
+    ),
+    st.integers(1, 6),
+)
+def test_a_double_space_is_found_as_a_search_finds_it(text: str, block: int) -> None:
+    """The latin-1 blocks read as UTF-16 units (0xd8-0xdf bytes make surrogates) and
+    the blocks searched as they are agree with ``"  " in text``, across block edges."""
+    assert factmatch.has_double_space(text, block) == ("  " in text)
+
+
 def test_the_forms_version_covers_the_matching_codes_real_import_graph() -> None:
     graph = grimp.build_graph("ctxledger")
     upstream = graph.find_upstream_modules(normalstore.ROOT) | {normalstore.ROOT}

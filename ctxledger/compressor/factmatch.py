@@ -24,6 +24,7 @@ JSON encoding doubles its backslashes is still found in the call that ran it.
 
 from __future__ import annotations
 
+import codecs
 import re
 import threading
 import unicodedata
@@ -158,8 +159,40 @@ def single_spaced(text: str) -> bool:
         any(space in text for space in OTHER_SPACES)
         or text.startswith(" ")
         or text.endswith(" ")
-        or "  " in text
+        or has_double_space(text)
     )
+
+
+#: a long text is looked at for two spaces in blocks of this many characters
+DOUBLE_SPACE_BLOCK = 1 << 20
+
+
+def has_double_space(text: str, block: int = DOUBLE_SPACE_BLOCK) -> bool:
+    """``"  " in text``, ~3x faster on a long text of one byte per character.
+
+    A two-character search stops at every space (~1.3 ns a character on words). A block
+    that encodes as latin-1 is read instead as UTF-16 units at both byte alignments:
+    two spaces meet exactly where one of them holds U+2020 (a unit of 0x2020 is never
+    half of a surrogate pair, and lone surrogates pass), and finding one character is a
+    ``memchr``-speed scan. Blocks overlap by one character; any other block is searched
+    as it is.
+    """
+    if len(text) <= block:
+        return "  " in text
+    for start in range(0, len(text), block):
+        part = text[start : start + block + 1]
+        try:
+            data = memoryview(part.encode("latin-1"))
+        except UnicodeEncodeError:
+            if "  " in part:
+                return True
+            continue
+        n = len(data)
+        even = codecs.utf_16_le_decode(data[: n - n % 2], "surrogatepass", True)[0]
+        odd = codecs.utf_16_le_decode(data[1 : n - (n - 1) % 2], "surrogatepass", True)[0]
+        if "\u2020" in even or "\u2020" in odd:
+            return True
+    return False
 
 
 #: a text's ``(normalize_cased, normalize)``

@@ -268,7 +268,12 @@ def test_upgrade_stores_the_values_of_long_messages_already_in_the_log(tmp_path:
     with sqlite3.connect(path) as conn:  # (a read command wrote nothing)
         assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'derived'").fetchone()
     code, out = _cli(path, "upgrade", "--json")
-    assert code == 0 and json.loads(out) == {"message_heads_filled": 0, "derived_values_stored": 3}
+    assert code == 0 and json.loads(out) == {
+        "message_heads_filled": 0,
+        "derived_values_stored": 3,
+        "derived_values_replaced": 0,
+        "unreadable_contents_skipped": 0,
+    }
     with sqlite3.connect(path) as conn:
         assert sorted(conn.execute("SELECT ref, kind, version, value FROM derived")) == expected
     code, out = _cli(path, "upgrade")

@@ -24,7 +24,7 @@ from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_stor
 from ctxledger.eventstore.opening import target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
-from ctxledger.ledger.derived import backfill_derived
+from ctxledger.ledger.derived import Backfill, backfill_derived
 
 
 @cli.command()
@@ -105,23 +105,46 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
     db = target_text(state_of(ctx).db)  # the file require_ledger_file checks
     if is_url(db):
         # (an unknown scheme or a server it cannot reach is an error)
-        with open_store(db) as pg, spinner(ctx, "storing derived values"):
-            filled, stored = 0, backfill_derived(pg)
-        text = "nothing to fill: a PostgreSQL ledger keeps no derived columns"
+        with open_store(db) as pg, spinner(ctx, "checking and storing derived values"):
+            filled, derived = 0, backfill_derived(pg)
+        text = "no message heads to fill: a PostgreSQL ledger keeps no head columns"
     else:
         # (a missing, empty or table-less file is refused: there is nothing to fill)
         store = cast(SQLiteEventStore, open_store(db, existing=True))
-        with store, spinner(ctx, "filling message heads"):
-            filled, stored = store.backfill_heads(), backfill_derived(store)
+        with store, spinner(ctx, "filling message heads, checking and storing derived values"):
+            filled, derived = store.backfill_heads(), backfill_derived(store)
         text = (
             f"filled the heads of {filled:,} message rows written before migration "
             "0002_message_heads; rebuilds now skip their payloads"
             if filled
-            else "nothing to fill"
+            else "no message heads to fill"
         )
-    if stored:
-        text = f"{text}\nstored the derived values of {stored:,} long message contents"
+    lines = _derived_lines(derived)
+    text = "\n".join([text, *lines]) if filled or lines else "nothing to fill"
     if as_json:
-        emit_json({"message_heads_filled": filled, "derived_values_stored": stored})
+        emit_json(
+            {
+                "message_heads_filled": filled,
+                "derived_values_stored": derived.stored,
+                "derived_values_replaced": derived.replaced,
+                "unreadable_contents_skipped": derived.unreadable,
+            }
+        )
     else:
         console.print(text, markup=False)
+
+
+def _derived_lines(derived: Backfill) -> list[str]:
+    """What the upgrade did to the derived values, one line each (none when nothing)."""
+    lines = []
+    if derived.stored:
+        lines.append(f"stored {derived.stored:,} derived values of long message contents")
+    if derived.replaced:
+        lines.append(
+            f"replaced {derived.replaced:,} derived values that differed from their recomputation"
+        )
+    if derived.unreadable:
+        lines.append(
+            f"skipped {derived.unreadable:,} log rows whose content could not be read (see verify)"
+        )
+    return lines

@@ -23,7 +23,7 @@ from ctxledger.analysis.audit import audit_chain
 from ctxledger.analysis.whatif import whatif
 from ctxledger.cli.main import cli
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor import factmatch, normalstore
+from ctxledger.compressor import factmatch, factstore, normalstore
 from ctxledger.compressor import facts as facts_module
 from ctxledger.compressor.factmatch import Haystack, normalize, normalize_cased
 from ctxledger.events import sha256_hex
@@ -85,6 +85,20 @@ def test_the_forms_version_covers_the_matching_codes_real_import_graph() -> None
     upstream = graph.find_upstream_modules(normalstore.ROOT) | {normalstore.ROOT}
     assert set(fingerprints.imported_modules(normalstore.ROOT)) == upstream
     assert normalstore.normal_version() is not None
+
+
+def test_each_version_roots_at_the_module_that_computes_the_stored_value() -> None:
+    """Review LOW-1: the fingerprint starts at the module whose code makes and reads the
+    value (its bit layout, its encoding), so an edit there changes the version too; its
+    graph holds the matching and extraction code."""
+    assert (
+        normalstore.ROOT
+        == normalstore.computed_value.__module__
+        == "ctxledger.compressor.normalstore"
+    )
+    assert factstore.ROOT == factstore.computed_value.__module__ == "ctxledger.compressor.factstore"
+    assert "ctxledger.compressor.factmatch" in fingerprints.imported_modules(normalstore.ROOT)
+    assert "ctxledger.compressor.facts" in fingerprints.imported_modules(factstore.ROOT)
 
 
 def test_a_single_spaced_text_is_its_own_form_and_a_damaged_value_tells_nothing() -> None:

@@ -29,8 +29,9 @@ __all__ = ["KIND", "computed_value", "forms_of", "normal_version", "read_forms"]
 ENCODING = "normal-1"
 #: the derived-value kind (it depends on the content alone)
 KIND = "normal"
-#: the module whose imports the fingerprint follows (``normalize`` lives there)
-ROOT = "ctxledger.compressor.factmatch"
+#: the module whose imports the fingerprint follows: this one, which computes and reads
+#: the byte (its graph holds ``factmatch``, where ``normalize`` lives)
+ROOT = __name__
 
 #: ``normalize_cased(text) == text``
 CASED_IS_TEXT = 1

@@ -3,6 +3,7 @@ hashing a long content once (derived values, issue 14)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -26,11 +27,11 @@ from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor import factmatch, factstore, normalstore
 from ctxledger.compressor import facts as facts_module
 from ctxledger.compressor.factmatch import Haystack, normalize, normalize_cased
-from ctxledger.events import sha256_hex
+from ctxledger.events import MessageAppended, sha256_hex
 from ctxledger.eventstore import contents, fingerprints
+from ctxledger.eventstore.base import AppendRequest
 from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.ledger import Ledger
-from ctxledger.ledger import derived as ledger_derived
 
 _LONG = STORED_MIN_CHARS
 
@@ -174,19 +175,21 @@ def test_a_whatif_reads_the_stored_forms_and_reports_the_same(
 def test_an_append_hashes_a_long_content_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The derived values take the ref the append's blob was stored under."""
+    """The derived values take the ref the append's blob was stored under: one sha256 of
+    the long content in the whole append, wherever it would be made (review LOW-3)."""
     ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds())
     sid = ledger.start_session(model="m", context_length=200_000, system_prompt="x")
     hashed: list[int] = []
+    real = hashlib.sha256
 
-    def counting(data: bytes) -> str:
+    def counting(data: bytes = b"", **kwargs: Any) -> Any:
         hashed.append(len(data))
-        return sha256_hex(data)
+        return real(data, **kwargs)
 
-    monkeypatch.setattr(contents, "sha256_hex", counting)
-    monkeypatch.setattr(ledger_derived, "sha256_hex", counting)
+    monkeypatch.setattr(hashlib, "sha256", counting)
     message = {"role": "user", "content": _words(_LONG // 5) + "\n"}
     ledger.append_messages(sid, [message])
+    monkeypatch.undo()
     ref = sha256_hex(message["content"].encode("utf-8"))
     assert [n for n in hashed if n >= _LONG] == [len(message["content"].encode("utf-8"))]
     assert ledger.store.get_derived(ref, normalstore.KIND, normalstore.normal_version()) == b"\x00"
@@ -196,11 +199,45 @@ def test_an_append_hashes_a_long_content_once(
 
 def test_a_hashed_ref_is_taken_once_and_only_for_that_very_string() -> None:
     text = _words(_LONG // 5)
-    assert contents.hashed_ref(text) is None
-    copy = "".join([text[:10], text[10:]])
-    contents._HASHED[id(text)] = (text, "r")
-    assert contents.hashed_ref(copy) is None and contents.hashed_ref(text) == "r"
-    assert contents.hashed_ref(text) is None
+    with contents.remembering_hashes():
+        assert contents.hashed_ref(text) is None
+        copy = "".join([text[:10], text[10:]])
+        hashed = contents._HASHED.get()
+        assert hashed is not None
+        hashed[id(text)] = (text, "r")
+        assert contents.hashed_ref(copy) is None and contents.hashed_ref(text) == "r"
+        assert contents.hashed_ref(text) is None
+
+
+def test_no_content_is_held_after_an_append_or_a_direct_store_append(tmp_path: Path) -> None:
+    """Review LOW-2: the refs are remembered only inside ``Ledger.append`` (for the values
+    it stores after its commit); a store appended to directly remembers none, and
+    nothing is left behind by either."""
+    ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds())
+    sid = ledger.start_session(model="m", context_length=200_000, system_prompt="x")
+    message = {"role": "user", "content": _words(_LONG // 5)}
+    ledger.append_messages(sid, [message])
+    assert contents._HASHED.get() is None
+
+    def direct(n: int) -> str:  # (a message appended by the store alone; its content)
+        fields = ledger.event_fields(sid)
+        event = MessageAppended(
+            **fields, message_id=f"direct-{n}", message=dict(message), tokens=1, encoding="x"
+        )
+        version = ledger.store.stream_version(sid)
+        ledger.store.append_many(
+            [AppendRequest(stream=sid, expected_version=version, events=[event])]
+        )
+        return str(event.message["content"])
+
+    direct(1)
+    assert contents._HASHED.get() is None
+    with contents.remembering_hashes():
+        held = contents._HASHED.get()
+        content = direct(2)
+        assert held is not None and [text for text, _ref in held.values()] == [content]
+    assert contents._HASHED.get() is None
+    ledger.close()
 
 
 # --------------------------------------------------------------------------- ``ctxledger audit``

@@ -23,8 +23,6 @@ message).
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
@@ -63,6 +61,7 @@ __all__ = [
     "hydrate_shared",
     "layout_problem",
     "layout_refs",
+    "remembering_hashes",
     "shared_contents",
     "sharing_contents",
 ]
@@ -232,24 +231,35 @@ def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, byt
     if data is None and len(content) >= max(threshold, STORED_MIN_CHARS):
         data = content.encode("utf-8")
         ref = sha256_hex(data)
-        with _HASHED_LOCK:
-            _HASHED[id(content)] = (content, ref)
-            while len(_HASHED) > _HASHED_KEPT:
-                _HASHED.popitem(last=False)
+        hashed = _HASHED.get()
+        if hashed is not None:
+            hashed[id(content)] = (content, ref)
     return dehydrate(event, threshold, ref=ref, data=data)
 
 
-#: id(text) -> (text, ref): refs :func:`dehydrate_shared` hashed for long contents, taken
-#: by the derived values stored after the append (:mod:`ctxledger.ledger.derived`)
-_HASHED: OrderedDict[int, tuple[str, str]] = OrderedDict()
-_HASHED_KEPT = 4
-_HASHED_LOCK = threading.Lock()
+#: id(text) -> (text, ref): refs :func:`dehydrate_shared` hashed for long contents inside
+#: :func:`remembering_hashes` (one ``Ledger.append``), taken by the derived values it
+#: stores after its commit (:mod:`ctxledger.ledger.derived`); None outside one
+_HASHED: ContextVar[dict[int, tuple[str, str]] | None] = ContextVar(
+    "ctxledger_hashed_refs", default=None
+)
+
+
+@contextlib.contextmanager
+def remembering_hashes() -> Iterator[None]:
+    """Keep the refs an append hashes for :func:`hashed_ref` until the block ends (then
+    nothing holds the contents: a direct ``append_many`` outside one keeps none)."""
+    token = _HASHED.set({})
+    try:
+        yield
+    finally:
+        _HASHED.reset(token)
 
 
 def hashed_ref(text: str) -> str | None:
-    """The ref an append just hashed for that very string (forgotten once taken), or None."""
-    with _HASHED_LOCK:
-        found = _HASHED.pop(id(text), None)
+    """The ref the current append hashed for that very string (forgotten once taken), or None."""
+    hashed = _HASHED.get()
+    found = hashed.pop(id(text), None) if hashed is not None else None
     return found[1] if found is not None and found[0] is text else None
 
 

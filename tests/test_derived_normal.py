@@ -3,6 +3,7 @@ hashing a long content once (derived values, issue 14)."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import sqlite3
@@ -36,8 +37,10 @@ from ctxledger.ledger import Ledger
 _LONG = STORED_MIN_CHARS
 
 _PIECES = st.sampled_from(
-    ["a", "Word", " ", "  ", "\n", "\t", "é", "ß", "ﬁ", "¹", "\\", "\u201c", "\xa0", "¨", "x.py"]
-)
+    ["a", "Word", " ", "  ", "\n", "\t", "é", "ß", "ﬁ", "¹", "\\", "\u201c", "\xa0", "¨", "x.py",
+     # NUL, CR (alone and before a newline), lone surrogates, combining marks (review)
+     "\x00", "\r", "\r\n", "\ud800", "\udc00", "e\u0301", "\u0301", "\u0345", "İ", "Σ"]
+)  # fmt: skip
 
 
 @contextmanager
@@ -73,12 +76,32 @@ def test_stored_normal_forms_are_the_forms_made(text: str) -> None:
     st.lists(st.sampled_from([" ", "a", "é", "Ø", "ß", "\xdc", "\u0100", "\u2020", "\ud800"])).map(
         "".join
     ),
-    st.integers(1, 6),
+    st.integers(1, 40),
 )
 def test_a_double_space_is_found_as_a_search_finds_it(text: str, block: int) -> None:
     """The latin-1 blocks read as UTF-16 units (0xd8-0xdf bytes make surrogates) and
-    the blocks searched as they are agree with ``"  " in text``, across block edges."""
+    the rest searched as it is agree with ``"  " in text``, across block edges."""
     assert factmatch.has_double_space(text, block) == ("  " in text)
+
+
+def test_a_text_not_latin1_early_is_searched_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review LOW-5: once a block is not latin-1 the rest is one plain search (no block
+    of it is encoded and read as UTF-16), and the first block is a 16th of the size, so
+    a wide text wastes little encoding before it."""
+    decoded: list[int] = []
+    real = codecs.utf_16_le_decode
+
+    def counting(data: Any, *args: Any) -> Any:
+        decoded.append(len(data))
+        return real(data, *args)
+
+    monkeypatch.setattr(codecs, "utf_16_le_decode", counting)
+    block = 1 << 12
+    words = _words(8 * block // 5)
+    assert not factmatch.has_double_space("€" + words, block)
+    assert decoded == []
+    assert factmatch.has_double_space(words + "€  ", block)
+    assert decoded and max(decoded[:2]) <= block // 16 + 1
 
 
 def test_the_forms_version_covers_the_matching_codes_real_import_graph() -> None:

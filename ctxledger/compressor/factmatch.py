@@ -174,24 +174,27 @@ def has_double_space(text: str, block: int = DOUBLE_SPACE_BLOCK) -> bool:
     that encodes as latin-1 is read instead as UTF-16 units at both byte alignments:
     two spaces meet exactly where one of them holds U+2020 (a unit of 0x2020 is never
     half of a surrogate pair, and lone surrogates pass), and finding one character is a
-    ``memchr``-speed scan. Blocks overlap by one character; any other block is searched
-    as it is.
+    ``memchr``-speed scan. Blocks overlap by one character. Once a block is not latin-1
+    the rest of the text is searched as it is, in place (a text of wider characters
+    would pay an encode that fails per block, and a slice, on top of the plain search);
+    blocks start at a 16th of `block` and double, so the encode such a text wastes is
+    small beside the search, or beside what the blocks before it saved.
     """
     if len(text) <= block:
         return "  " in text
-    for start in range(0, len(text), block):
-        part = text[start : start + block + 1]
+    start, size = 0, max(1, block >> 4)
+    while start < len(text):
+        part = text[start : start + size + 1]
         try:
             data = memoryview(part.encode("latin-1"))
         except UnicodeEncodeError:
-            if "  " in part:
-                return True
-            continue
+            return text.find("  ", start) >= 0
         n = len(data)
         even = codecs.utf_16_le_decode(data[: n - n % 2], "surrogatepass", True)[0]
         odd = codecs.utf_16_le_decode(data[1 : n - (n - 1) % 2], "surrogatepass", True)[0]
         if "\u2020" in even or "\u2020" in odd:
             return True
+        start, size = start + size, min(2 * size, block)
     return False
 
 

@@ -3,15 +3,21 @@ mends them (session 40, review 1 of derived2: MEDIUM-1, LOW-4)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
+from helpers.pg_server import PgServer
 
 from ctxledger.cli.main import cli
 from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor import normalstore
 from ctxledger.compressor.factstore import computed_value, encode_facts
+from ctxledger.events import sha256_hex
+from ctxledger.eventstore import open_store
 from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.ledger import Ledger
 
@@ -22,7 +28,7 @@ def _content(sep: str) -> str:
     return sep.join(_WORDS[i % len(_WORDS)] for i in range(STORED_MIN_CHARS // 5))
 
 
-def _ledger(path: Path, sep: str) -> str:
+def _ledger(path: Path | str, sep: str) -> str:
     """A ledger holding one long user message joined by `sep`; returns its session."""
     ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), durability="normal")
     try:
@@ -34,7 +40,7 @@ def _ledger(path: Path, sep: str) -> str:
     return sid
 
 
-def _cli(path: Path, *args: str) -> tuple[int, str]:
+def _cli(path: Path | str, *args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["--db", str(path), *args])
     return result.exit_code, result.output
 
@@ -116,5 +122,32 @@ def test_upgrade_skips_a_content_it_cannot_read_and_says_so(tmp_path: Path) -> N
         "unreadable_contents_skipped": 1,
     }
     code, out = _cli(path, "upgrade")
-    assert code == 0 and "skipped 1 log rows whose content could not be read" in out, out
+    assert code == 0 and out.splitlines() == [
+        "no message heads to fill",
+        "skipped 1 log rows whose content could not be read (see verify)",
+    ], out
     assert _cli(path, "verify")[0] == 1  # (the damage itself is verify's to report)
+
+
+def test_on_postgresql_verify_names_a_tampered_value_and_upgrade_mends_it(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXLEDGER_INDEX_DIR", str(tmp_path / "indexes"))
+    url = f"{pg_server.url}?schema=d_{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]}"
+    _ledger(url, "  ")
+    ref, version = sha256_hex(_content("  ").encode("utf-8")), normalstore.normal_version()
+    assert version is not None
+    with open_store(url) as store:
+        assert store.get_derived(ref, normalstore.KIND, version) == b"\x00"
+        store.put_derived(ref, normalstore.KIND, version, b"\x03")
+    code, out = _cli(url, "verify", "--json")
+    assert code == 1 and "derived value 'normal'" in json.loads(out)["problem"], out
+    code, out = _cli(url, "upgrade")
+    assert code == 0, out
+    assert out.splitlines() == [
+        "no message heads to fill: a PostgreSQL ledger keeps no head columns",
+        "replaced 1 derived values that differed from their recomputation",
+    ]
+    with open_store(url) as store:
+        assert store.get_derived(ref, normalstore.KIND, version) == b"\x00"
+    assert _cli(url, "verify")[0] == 0

@@ -120,7 +120,7 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
             else "no message heads to fill"
         )
     lines = _derived_lines(derived)
-    text = "\n".join([text, *lines]) if filled or lines else "nothing to fill"
+    lines = [text, *lines] if filled or lines else ["nothing to fill"]
     if as_json:
         emit_json(
             {
@@ -131,7 +131,8 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
             }
         )
     else:
-        console.print(text, markup=False)
+        for line in lines:  # (one print each: the console shows a newline in data escaped)
+            console.print(line, markup=False)
 
 
 def _derived_lines(derived: Backfill) -> list[str]:

@@ -144,7 +144,9 @@ class _LongContents:
         self.store, self.unreadable = store, 0
 
     def __iter__(self) -> Iterator[tuple[int, MessageAppended, str]]:
-        for seq, _stream, _v, _id, _kind, schema, payload, _hash in self.store.read_stored():
+        for seq, _stream, _v, _id, kind, schema, payload, _hash in self.store.read_stored():
+            if kind and kind != "MessageAppended":
+                continue  # (not decoded: the other events hold no message)
             try:
                 event = hydrate(decode_stored(payload, schema), self.store.get_blob)
             except (CtxLedgerError, KeyError, UnicodeDecodeError):

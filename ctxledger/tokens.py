@@ -201,13 +201,16 @@ def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
 
 
 class _Known:
-    """A count a log recorded for `text`, used once `sealed()` says its row is intact."""
+    """A count a log recorded for `text`, used once `sealed()` says its row is intact
+    (-1: none), and the count of `text` followed by an extension, when the ledger stored
+    one (``after``: the extension and that count, :func:`remember_count_after`)."""
 
-    __slots__ = ("count", "sealed", "text", "verdict")
+    __slots__ = ("after", "count", "sealed", "text", "verdict")
 
     def __init__(self, text: str, count: int, sealed: Callable[[], bool]) -> None:
         self.text, self.count, self.sealed = text, count, sealed
         self.verdict: bool | None = None
+        self.after: tuple[str, int] | None = None
 
     def trusted(self) -> bool:
         """Whether the row is intact (asked once, then remembered)."""
@@ -234,18 +237,18 @@ def knowing_counts() -> Iterator[None]:
     if _KNOWN_COUNTS.get() is not None:
         yield
         return
-    token, after = _KNOWN_COUNTS.set({}), _KNOWN_AFTER.set({})
+    token = _KNOWN_COUNTS.set({})
     try:
         yield
     finally:
-        _KNOWN_AFTER.reset(after)
         _KNOWN_COUNTS.reset(token)
 
 
-#: (id(text), encoding) -> (text, extension, count of text + extension), inside knowing_counts()
-_KNOWN_AFTER: ContextVar[dict[tuple[int, str], tuple[str, str, int]] | None] = ContextVar(
-    "ctxledger_known_after", default=None
-)
+def _known(text: str, encoding: str) -> _Known | None:
+    """What :func:`knowing_counts` holds for that very string, or None."""
+    known = _KNOWN_COUNTS.get()
+    found = known.get((id(text), encoding)) if known is not None else None
+    return found if found is not None and found.text is text else None
 
 
 def remember_count_after(text: str, encoding: str, extension: str, count: int) -> None:
@@ -253,15 +256,18 @@ def remember_count_after(text: str, encoding: str, extension: str, count: int) -
     `encoding` (a value the ledger stored, session 39): :func:`count_text_after` then
     counts a text that extends `text` by `extension` from there, when a cut (an ASCII
     letter, then an ASCII non-letter) falls where `extension` ends."""
-    known = _KNOWN_AFTER.get()
-    if known is not None and extension and count >= 0:
-        known[(id(text), encoding)] = (text, extension, count)
+    known = _KNOWN_COUNTS.get()
+    if known is None or not extension or count < 0:
+        return
+    found = _known(text, encoding)
+    if found is None:  # (no count of its own: -1, never trusted)
+        found = known[(id(text), encoding)] = _Known(text, -1, lambda: False)
+    found.after = (extension, count)
 
 
 def knows_count_after(text: str, encoding: str) -> bool:
-    known = _KNOWN_AFTER.get()
-    found = known.get((id(text), encoding)) if known is not None else None
-    return found is not None and found[0] is text
+    found = _known(text, encoding)
+    return found is not None and found.after is not None
 
 
 def _count_after_known(text: str, base: str, encoding: str) -> int | None:
@@ -269,11 +275,10 @@ def _count_after_known(text: str, base: str, encoding: str) -> int | None:
     (`base` the very string remembered), or None. Exact by :func:`_cut`'s argument: at
     ``n`` (`base` and its extension) a piece starts in ``base + extension`` and in `text`
     alike, with the same pieces before it."""
-    known = _KNOWN_AFTER.get()
-    found = known.get((id(base), encoding)) if known is not None else None
-    if found is None or found[0] is not base:
+    found = _known(base, encoding)
+    if found is None or found.after is None:
         return None
-    extension, count = found[1], found[2]
+    extension, count = found.after
     n = len(base) + len(extension)
     if len(text) <= n or not text.startswith(extension, len(base)) or not _CUT.match(text, n - 1):
         return None
@@ -300,7 +305,10 @@ def remember_count(
         or not message.keys() <= {"role", "content"}
     ):
         return
-    known[(id(content), encoding)] = _Known(content, tokens - MESSAGE_OVERHEAD, sealed)
+    entry = _Known(content, tokens - MESSAGE_OVERHEAD, sealed)
+    before = _known(content, encoding)
+    entry.after = before.after if before is not None else None  # (a stored merged count)
+    known[(id(content), encoding)] = entry
 
 
 @functools.lru_cache(maxsize=16)

@@ -29,7 +29,8 @@ from ctxledger.analysis import factviews
 from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor import facts as facts_module
-from ctxledger.compressor import factstore
+from ctxledger.compressor import factstore, normalstore
+from ctxledger.compressor.factmatch import Haystack, written_windows
 from ctxledger.compressor.facts import extract_facts
 from ctxledger.compressor.markers import merge_lead
 from ctxledger.errors import StoreError
@@ -152,9 +153,17 @@ def test_facts_read_from_the_store_equal_a_fresh_extraction(pieces: list[str], r
         ref = sha256_hex(message["content"].encode("utf-8", "surrogatepass"))
         kind, version = factstore.facts_kind(message), factstore.facts_version()
         store.put_derived(ref, kind, version, factstore.computed_value(message))
-        assert factstore.read_facts(message, ref, store.get_derived) == extract_facts([message])
+        facts = extract_facts([message])
+        assert factstore.read_facts(message, ref, store.get_derived) == facts
         other = {**message, "name": "x"}  # another rest of the message: another kind
         assert factstore.read_facts(other, ref, store.get_derived) is None
+        # (session 40) its normal forms: a haystack given them answers as one without
+        text = message["content"]
+        value = normalstore.computed_value(text)
+        store.put_derived(ref, normalstore.KIND, normalstore.normal_version(), value)
+        hay = Haystack(text, normalstore.read_forms(text, ref, store.get_derived))
+        asked = [(f.kind, f.normalized, written_windows(f.value)) for f in facts]
+        assert [hay.holds(*a) for a in asked] == [Haystack(text).holds(*a) for a in asked]
     finally:
         store.close()
 
@@ -176,7 +185,9 @@ def test_appending_a_long_message_stores_its_facts_a_short_one_nothing(tmp_path:
     ref = sha256_hex(message["content"].encode("utf-8"))
     expected = (ref, factstore.facts_kind(message), factstore.facts_version())
     counted = (ref, "count-after/" + DEFAULT_ENCODING, fingerprints.count_after_version())
-    assert sorted(_rows(tmp_path / "l.db")) == sorted([expected, counted])
+    normal = (ref, normalstore.KIND, normalstore.normal_version())
+    assert sorted(_rows(tmp_path / "l.db")) == sorted([expected, counted, normal])
+    assert ledger.store.get_derived(*normal) == b"\x00"  # (lines: not its own normal form)
     value = ledger.store.get_derived(*expected)
     assert value is not None and factstore.decode_facts(value, message) == extract_facts([message])
     lead = merge_lead()[: merge_lead().index(" a ") + 2]
@@ -185,9 +196,9 @@ def test_appending_a_long_message_stores_its_facts_a_short_one_nothing(tmp_path:
         count_text(message["content"] + lead),
     )
     ledger.append_messages(sid, [dict(message)])  # the same content again: kept, not redone
-    assert len(_rows(tmp_path / "l.db")) == 2
+    assert len(_rows(tmp_path / "l.db")) == 3
     ledger.append_messages(sid, [{**message, "name": "n"}])  # another text than the content
-    assert len(_rows(tmp_path / "l.db")) == 3  # (its facts only)
+    assert len(_rows(tmp_path / "l.db")) == 4  # (its facts only)
     ledger.close()
 
 
@@ -290,7 +301,7 @@ def test_the_table_is_created_by_the_first_store_outside_the_migrations(tmp_path
     ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds("b"), existing=True)
     ledger.append_messages(sid, [{"role": "user", "content": _long_text()}])
     ledger.close()
-    assert len(_rows(path)) == 2
+    assert len(_rows(path)) == 3
     with sqlite3.connect(path) as conn:
         applied = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
     assert applied == set(MIGRATIONS.names)  # (nothing recorded for the table)
@@ -412,7 +423,7 @@ _PROBE = """
 import json, sys
 from pathlib import Path
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor import factstore
+from ctxledger.compressor import factstore, normalstore
 from ctxledger.eventstore import fingerprints
 from ctxledger.ledger import Ledger
 
@@ -461,9 +472,9 @@ def test_an_edit_on_disk_after_import_stores_nothing(tmp_path: Path) -> None:
         versions = _run_probe(tree, path, str(tree / "ctxledger" / edited))
         kinds = [kind.split("/")[0] for _, kind, _ in _rows(path)]
         if edited == "tokens.py":  # (the facts' graph does not import tokens)
-            assert versions[1] is None and kinds == ["facts"]
-        else:
-            assert versions[0] is None and kinds == ["count-after"]
+            assert versions[1] is None and kinds == ["facts", "normal"]
+        else:  # (nor the matching code's graph facts.py)
+            assert versions[0] is None and kinds == ["count-after", "normal"]
 
 
 def test_a_missing_source_gives_no_version(tmp_path: Path) -> None:

@@ -45,7 +45,12 @@ def test_upgrade_fills_every_message_head_of_an_old_ledger_and_keeps_its_hashes(
 
     code, out = run(path, "upgrade", "--json")
     assert code == 0, out
-    assert json.loads(out) == {"message_heads_filled": messages}
+    assert json.loads(out) == {
+        "message_heads_filled": messages,
+        "derived_values_stored": 0,
+        "derived_values_replaced": 0,
+        "unreadable_contents_skipped": 0,
+    }
 
     stored = {seq: (mid, tokens) for seq, _kind, mid, tokens in heads(path)}
     assert stored == derived_heads(path)  # messages: their heads; other rows stay NULL

@@ -32,6 +32,7 @@ import msgspec
 from ctxledger.analysis.compactions import SUMMARY_ORIGINS, CompactionRecord
 from ctxledger.compressor.factmatch import (
     JOIN,
+    Forms,
     Haystack,
     JoinedHaystack,
     fact_text,
@@ -40,7 +41,7 @@ from ctxledger.compressor.factmatch import (
 )
 from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.factscan import LONG_TEXT
-from ctxledger.compressor.factstore import read_facts, stored_content
+from ctxledger.compressor.factstore import Getter, read_facts, stored_content
 from ctxledger.compressor.markers import (
     FOREIGN_END,
     FOREIGN_MERGE_DELIMITER,
@@ -52,7 +53,9 @@ from ctxledger.compressor.markers import (
     summary_end_marker,
     summary_prefix,
 )
+from ctxledger.compressor.normalstore import read_forms
 from ctxledger.eventstore.contents import shared_contents
+from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 from ctxledger.projections.transcript import load_bodies
@@ -144,7 +147,9 @@ class FactCache:
             ).digest()
         return hashlib.blake2b(self._encoder.encode(message), digest_size=16).digest()
 
-    def facts(self, message: Mapping[str, Any]) -> list[Fact]:
+    def facts(self, message: Mapping[str, Any], derived: Getter | None = None) -> list[Fact]:
+        """`message`'s facts: remembered, stored (in the ledger a what-if read its content
+        from, else in `derived`: the audited ledger's values), or extracted."""
         if not self.enabled:
             return extract_facts([message])
         key = self.key(message)
@@ -154,7 +159,7 @@ class FactCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return found
-        facts = _stored_facts(message)
+        facts = _stored_facts(message, derived)
         if facts is None:
             facts = extract_facts([message])
         with self._lock:
@@ -173,15 +178,23 @@ class FactCache:
         return len(self._items)
 
 
-def _stored_facts(message: Mapping[str, Any]) -> list[Fact] | None:
-    """The facts stored for a long message whose content this run read from a ledger
-    (:mod:`ctxledger.compressor.factstore`), or None (compute them). The content's ref
-    is its digest, which :meth:`FactCache.key` just took (remembered per string)."""
+def _stored_facts(message: Mapping[str, Any], derived: Getter | None) -> list[Fact] | None:
+    """The facts stored for a long message (:mod:`ctxledger.compressor.factstore`) in the
+    ledger a what-if read its content from, else in `derived`, or None (compute them).
+    The content's ref is its digest, which :meth:`FactCache.key` just took (remembered
+    per string): a value under it was made from that very text."""
     content = stored_content(message)
-    shared = shared_contents() if content is not None else None
-    if shared is None or content is None:
+    get = _getter(derived) if content is not None else None
+    if get is None or content is None:
         return None
-    return read_facts(message, content_digest(content).hex(), shared.derived)
+    return read_facts(message, content_digest(content).hex(), get)
+
+
+def _getter(derived: Getter | None) -> Getter | None:
+    """Where derived values are read: inside :func:`sharing_contents` (a what-if) the
+    store a content was read from, else `derived` (the audited ledger's, or None)."""
+    shared = shared_contents()
+    return shared.derived if shared is not None else derived
 
 
 #: the process's fact cache (``uncached()`` turns it off, e.g. to compare results)
@@ -200,16 +213,10 @@ def content_digest(text: str) -> bytes:
     """sha256 of `text`'s UTF-8 (surrogates passed), remembered for the last few string
     objects digested: a what-if asks for the key of the same 10 MB content several times
     (strings are immutable, so the object held is the text digested)."""
-    with _DIGESTS_LOCK:
-        found = _DIGESTS.get(id(text))
-        if found is not None and found[0] is text:
-            _DIGESTS.move_to_end(id(text))
-            return found[1]
-    shared = shared_contents()
-    ref = shared.checked_ref(text) if shared is not None else None
-    if ref is None and shared is not None:  # an equal copy (a piece cut out of a merge):
-        equal = shared.prefix_of(text, len(text))  # compared, not hashed (~1 ms vs ~10)
-        ref = equal[0] if equal is not None and equal[1] == len(text) else None
+    found = _remembered(text)
+    if found is not None:
+        return found
+    ref = _checked_ref(text)
     if ref is not None:  # read from a blob whose bytes hashed to its ref: that is the digest
         digest = bytes.fromhex(ref)
     else:
@@ -219,6 +226,40 @@ def content_digest(text: str) -> bytes:
         while len(_DIGESTS) > _DIGESTS_KEPT:
             _DIGESTS.popitem(last=False)
     return digest
+
+
+def _remembered(text: str) -> bytes | None:
+    """The digest :func:`content_digest` remembers for that very string, or None."""
+    with _DIGESTS_LOCK:
+        found = _DIGESTS.get(id(text))
+        if found is None or found[0] is not text:
+            return None
+        _DIGESTS.move_to_end(id(text))
+        return found[1]
+
+
+def _checked_ref(text: str) -> str | None:
+    """The ref of `text` when this run read it from a blob that hashed to the ref (that
+    very string, or an equal copy: a piece cut out of a merge, compared (~1 ms), not
+    hashed (~10 ms per 10 MB)), else None (outside :func:`sharing_contents`: None)."""
+    shared = shared_contents()
+    ref = shared.checked_ref(text) if shared is not None else None
+    if ref is None and shared is not None:
+        equal = shared.prefix_of(text, len(text))
+        ref = equal[0] if equal is not None and equal[1] == len(text) else None
+    return ref
+
+
+def _stored_forms(text: str, derived: Getter | None) -> Forms | None:
+    """The normal forms of a long content stored where :func:`_getter` reads (see
+    :mod:`ctxledger.compressor.normalstore`), or None (they are made). Its ref is the
+    digest the fact cache's key just took, or that of a checked read: never hashed."""
+    get = _getter(derived) if len(text) >= STORED_MIN_CHARS else None
+    if get is None:
+        return None
+    digest = _remembered(text)
+    ref = digest.hex() if digest is not None else _checked_ref(text)
+    return read_forms(text, ref, get) if ref is not None else None
 
 
 @contextmanager
@@ -469,12 +510,14 @@ class ChainViews:
             }
             if piece.kind == "summary":
                 message = {"role": "assistant", "content": piece.text}
-            cached = self._facts[key] = FACTS.facts(message)
+            cached = self._facts[key] = FACTS.facts(message, self.ledger.store.get_derived)
         return cached
 
     def group(self, pieces: list[Piece]) -> Group:
         facts = {f.normalized for p in pieces for f in self.facts(p)}
-        return Group(pieces, joined_haystack([p.text for p in pieces]), facts)
+        get = self.ledger.store.get_derived
+        hay = joined_haystack([p.text for p in pieces], lambda text: _stored_forms(text, get))
+        return Group(pieces, hay, facts)
 
     def step(self, record: CompactionRecord) -> Step:
         """What `record` rewrote (pieces of its view the new view lacks) and what it made."""

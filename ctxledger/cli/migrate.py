@@ -1,5 +1,5 @@
 """``ctxledger migrate``: copy a ledger between stores (SQLite file <-> PostgreSQL URL);
-``ctxledger upgrade``: finish an in-place upgrade (fill derived columns)."""
+``ctxledger upgrade``: finish an in-place upgrade (fill derived columns and values)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_stor
 from ctxledger.eventstore.opening import target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
+from ctxledger.ledger.derived import Backfill, backfill_derived
 
 
 @cli.command()
@@ -96,24 +97,55 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
     this writes their message id and token count beside them, a thousand rows per
     transaction (other writers go on between batches), so later rebuilds skip the
     payloads. Nothing hashed changes: verify gives the same head before and after.
-    A PostgreSQL ledger keeps no such columns: nothing to do.
+    A PostgreSQL ledger keeps no such columns. Either one then gets the derived values
+    of its long messages (their facts, normal forms and merged count, which a what-if
+    and an audit read instead of computing them; an append stores them since session
+    39): those missing are computed and stored, outside the log's hashes.
     """
     db = target_text(state_of(ctx).db)  # the file require_ledger_file checks
     if is_url(db):
-        open_store(db).close()  # an unknown scheme or a server it cannot reach is an error
-        filled, text = 0, "nothing to fill: a PostgreSQL ledger keeps no derived columns"
+        # (an unknown scheme or a server it cannot reach is an error)
+        with open_store(db) as pg, spinner(ctx, "checking and storing derived values"):
+            filled, derived = 0, backfill_derived(pg)
+        text = "no message heads to fill: a PostgreSQL ledger keeps no head columns"
     else:
         # (a missing, empty or table-less file is refused: there is nothing to fill)
         store = cast(SQLiteEventStore, open_store(db, existing=True))
-        with store, spinner(ctx, "filling message heads"):
-            filled = store.backfill_heads()
+        with store, spinner(ctx, "filling message heads, checking and storing derived values"):
+            filled, derived = store.backfill_heads(), backfill_derived(store)
         text = (
             f"filled the heads of {filled:,} message rows written before migration "
             "0002_message_heads; rebuilds now skip their payloads"
             if filled
-            else "nothing to fill"
+            else "no message heads to fill"
         )
+    lines = _derived_lines(derived)
+    lines = [text, *lines] if filled or lines else ["nothing to fill"]
     if as_json:
-        emit_json({"message_heads_filled": filled})
+        emit_json(
+            {
+                "message_heads_filled": filled,
+                "derived_values_stored": derived.stored,
+                "derived_values_replaced": derived.replaced,
+                "unreadable_contents_skipped": derived.unreadable,
+            }
+        )
     else:
-        console.print(text, markup=False)
+        for line in lines:  # (one print each: the console shows a newline in data escaped)
+            console.print(line, markup=False)
+
+
+def _derived_lines(derived: Backfill) -> list[str]:
+    """What the upgrade did to the derived values, one line each (none when nothing)."""
+    lines = []
+    if derived.stored:
+        lines.append(f"stored {derived.stored:,} derived values of long message contents")
+    if derived.replaced:
+        lines.append(
+            f"replaced {derived.replaced:,} derived values that differed from their recomputation"
+        )
+    if derived.unreadable:
+        lines.append(
+            f"skipped {derived.unreadable:,} log rows whose content could not be read (see verify)"
+        )
+    return lines

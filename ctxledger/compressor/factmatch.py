@@ -24,11 +24,12 @@ JSON encoding doubles its backslashes is still found in the call that ran it.
 
 from __future__ import annotations
 
+import codecs
 import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -112,14 +113,29 @@ def normalize_cased(text: str) -> str:
     Linear and cheap on long texts (issue 14): ASCII stretches of a megabyte-sized text
     take the fast path even when one character elsewhere is not ASCII.
     """
-    if len(text) > _PIECE and not text.isascii():
-        # cut before ASCII whitespace, a starter that composes with nothing: NFKC of
-        # the pieces is NFKC of the whole
-        folded = "".join(_fold_cased(piece) for piece in pieces(text, _PIECE))
-    else:
-        folded = _fold_cased(text)
     # str.split() and the \\s of WHITESPACE agree on what whitespace is (Py_UNICODE_ISSPACE)
-    return _collapsed(folded)
+    return _collapsed(fold_cased(text))
+
+
+def fold_cased(text: str) -> str:
+    """:func:`normalize_cased` but for the whitespace (NFKC, quotes, backslashes)."""
+    if len(text) <= _PIECE or text.isascii():  # (every fact's value: no list made)
+        return _fold_cased(text)
+    return "".join([_fold_cased(piece) for piece in fold_pieces(text)])
+
+
+def fold_pieces(text: str) -> list[str]:
+    """The pieces :func:`fold_cased` folds one by one: a long text that is not ASCII is
+    cut before ASCII whitespace, a starter that composes with nothing (NFKC of the
+    pieces is NFKC of the whole); any other is one piece."""
+    return pieces(text, _PIECE) if len(text) > _PIECE and not text.isascii() else [text]
+
+
+def folds_to_itself(parts: list[str]) -> bool:
+    """Whether folding each of `parts` (:func:`fold_pieces`) leaves it as it is, so that
+    :func:`fold_cased` leaves their text as it is; an ASCII part is not folded to tell
+    (it is, when it holds no backslash)."""
+    return all(("\\" not in p) if p.isascii() else _fold_cased(p) == p for p in parts)
 
 
 #: every character ``str.split()`` splits on but the space (tested on every code point)
@@ -132,15 +148,61 @@ OTHER_SPACES = (
 def _collapsed(text: str) -> str:
     """``" ".join(text.split())``; a long text already in that form is not split (a 10 MB
     message of single-spaced words is two million pieces)."""
-    if (
-        len(text) > _PIECE
-        and not text.startswith(" ")
-        and not text.endswith(" ")
-        and "  " not in text
-        and not any(space in text for space in OTHER_SPACES)
-    ):
+    if len(text) > _PIECE and single_spaced(text):
         return text
     return " ".join(text.split())
+
+
+def single_spaced(text: str) -> bool:
+    """Whether ``" ".join(text.split()) == text``: no whitespace but single spaces
+    between non-blanks (a few ``memchr``; a text holding a newline fails at once)."""
+    return not (
+        any(space in text for space in OTHER_SPACES)
+        or text.startswith(" ")
+        or text.endswith(" ")
+        or has_double_space(text)
+    )
+
+
+#: a long text is looked at for two spaces in blocks of this many characters
+DOUBLE_SPACE_BLOCK = 1 << 20
+
+
+def has_double_space(text: str, block: int = DOUBLE_SPACE_BLOCK) -> bool:
+    """``"  " in text``, ~3x faster on a long text of one byte per character.
+
+    A two-character search stops at every space (~1.3 ns a character on words). A block
+    that encodes as latin-1 is read instead as UTF-16 units at both byte alignments:
+    two spaces meet exactly where one of them holds U+2020 (a unit of 0x2020 is never
+    half of a surrogate pair, and lone surrogates pass), and finding one character is a
+    ``memchr``-speed scan. Blocks overlap by one character. Once a block is not latin-1
+    the rest of the text is searched as it is, in place (a text of wider characters
+    would pay an encode that fails per block, and a slice, on top of the plain search);
+    blocks start at a 16th of `block` and double, so the encode such a text wastes is
+    small beside the search, or beside what the blocks before it saved.
+    """
+    if len(text) <= block:
+        return "  " in text
+    start, size = 0, max(1, block >> 4)
+    while start < len(text):
+        part = text[start : start + size + 1]
+        try:
+            data = memoryview(part.encode("latin-1"))
+        except UnicodeEncodeError:
+            return text.find("  ", start) >= 0
+        n = len(data)
+        even = codecs.utf_16_le_decode(data[: n - n % 2], "surrogatepass", True)[0]
+        odd = codecs.utf_16_le_decode(data[1 : n - (n - 1) % 2], "surrogatepass", True)[0]
+        if "\u2020" in even or "\u2020" in odd:
+            return True
+        start, size = start + size, min(2 * size, block)
+    return False
+
+
+#: a text's ``(normalize_cased, normalize)``
+Forms = tuple[str, str]
+#: what tells a long text's forms when they are known without making them (or None)
+FormsOf = Callable[[str], "Forms | None"]
 
 
 class Haystack:
@@ -157,10 +219,11 @@ class Haystack:
         "text",
     )
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, forms: Forms | None = None) -> None:
         self.text = text
-        self.folded = normalize(text)
-        self._cased: str | None = None
+        #: (normalize_cased, normalize) of `text` when known (stored, :mod:`.normalstore`)
+        self._cased: str | None = forms[0] if forms is not None else None
+        self.folded = forms[1] if forms is not None else normalize(text)
         self._exit_codes: frozenset[int] | None = None
         self._escaped: bool | None = None
         #: the words after the escapes of its escaped lines (factescapes), joined,
@@ -294,13 +357,13 @@ class _LongHaystacks:
         self._chars = 0
         self._lock = threading.Lock()
 
-    def get(self, text: str) -> Haystack:
+    def get(self, text: str, forms_of: FormsOf | None = None) -> Haystack:
         with self._lock:
             found = self._items.get(text)
             if found is not None:
                 self._items.move_to_end(text)
                 return found
-        hay = Haystack(text)
+        hay = Haystack(text, forms_of(text) if forms_of is not None else None)
         with self._lock:
             if text not in self._items:
                 self._items[text] = hay
@@ -323,9 +386,10 @@ class _LongHaystacks:
 LONG_HAYSTACKS = _LongHaystacks()
 
 
-def prepared(text: str) -> Haystack:
-    """A :class:`Haystack` of `text`: shared by the process when `text` is long."""
-    return LONG_HAYSTACKS.get(text) if len(text) >= LONG_TEXT else Haystack(text)
+def prepared(text: str, forms_of: FormsOf | None = None) -> Haystack:
+    """A :class:`Haystack` of `text`: shared by the process when `text` is long (its
+    normal forms asked of `forms_of` first: None, they are made)."""
+    return LONG_HAYSTACKS.get(text, forms_of) if len(text) >= LONG_TEXT else Haystack(text)
 
 
 #: joins the texts of a :class:`JoinedHaystack`; no normalized fact contains it
@@ -346,10 +410,10 @@ class JoinedHaystack:
 
     __slots__ = ("_hays", "_joined", "texts")
 
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, texts: Sequence[str], forms_of: FormsOf | None = None) -> None:
         self.texts = list(texts)
         self._joined: Haystack | None = None
-        self._hays = [prepared(t) for t in self.texts if len(t) >= LONG_TEXT]
+        self._hays = [prepared(t, forms_of) for t in self.texts if len(t) >= LONG_TEXT]
         short = [t for t in self.texts if len(t) < LONG_TEXT]
         if short:
             self._hays.insert(0, Haystack(JOIN.join(short)))
@@ -365,12 +429,15 @@ class JoinedHaystack:
         return any(hay.holds(kind, normalized, windows) for hay in self._hays)
 
 
-def joined_haystack(texts: Sequence[str]) -> Haystack | JoinedHaystack:
+def joined_haystack(
+    texts: Sequence[str], forms_of: FormsOf | None = None
+) -> Haystack | JoinedHaystack:
     """What checks `texts` as one :data:`JOIN`-joined text: that :class:`Haystack` when
-    every text is short (as before), else a :class:`JoinedHaystack`."""
+    every text is short (as before), else a :class:`JoinedHaystack` (`forms_of`: see
+    :func:`prepared`)."""
     if all(len(t) < LONG_TEXT for t in texts):
         return Haystack(JOIN.join(texts))
-    return JoinedHaystack(texts)
+    return JoinedHaystack(texts, forms_of)
 
 
 def fact_in_text(fact: Fact, text: str | Haystack) -> bool:

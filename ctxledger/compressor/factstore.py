@@ -34,8 +34,9 @@ from ctxledger.eventstore.fingerprints import CodeVersion
 
 #: the stored value's layout (bump when :func:`encode_facts` changes)
 ENCODING = "facts-2"
-#: the module whose imports the fingerprint follows
-ROOT = "ctxledger.compressor.facts"
+#: the module whose imports the fingerprint follows: this one, which encodes and decodes
+#: the value (its graph holds the extraction, ``compressor.facts``)
+ROOT = __name__
 #: data files read by modules of the graph (the summary markers' prompt texts)
 DATA_DIRS = ("ctxledger/compressor/prompts",)
 

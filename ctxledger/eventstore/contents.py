@@ -56,10 +56,12 @@ __all__ = [
     "SharedContents",
     "dehydrate_layout",
     "dehydrate_shared",
+    "hashed_ref",
     "hydrate_layout",
     "hydrate_shared",
     "layout_problem",
     "layout_refs",
+    "remembering_hashes",
     "shared_contents",
     "sharing_contents",
 ]
@@ -216,14 +218,49 @@ def _remember_after(shared: SharedContents, ref: str, text: str, event: MessageA
 
 
 def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, bytes]]:
-    """``dehydrate(event, threshold)``, reusing the ref of a content this run read."""
+    """``dehydrate(event, threshold)``, reusing the ref of a content this run read; the
+    ref of a content long enough for derived values is kept for :func:`hashed_ref`."""
     shared = _SHARED.get()
-    if shared is None or not isinstance(event, MessageAppended):
+    if not isinstance(event, MessageAppended) or event.content_ref is not None:
         return dehydrate(event, threshold)
     content = event.message.get("content")
-    ref = shared.ref_of(content) if isinstance(content, str) else None
-    data = shared.data_of(ref) if ref is not None else None
+    if not isinstance(content, str):
+        return dehydrate(event, threshold)
+    ref = shared.ref_of(content) if shared is not None else None
+    data = shared.data_of(ref) if shared is not None and ref is not None else None
+    if data is None and len(content) >= max(threshold, STORED_MIN_CHARS):
+        data = content.encode("utf-8")
+        ref = sha256_hex(data)
+        hashed = _HASHED.get()
+        if hashed is not None:
+            hashed[id(content)] = (content, ref)
     return dehydrate(event, threshold, ref=ref, data=data)
+
+
+#: id(text) -> (text, ref): refs :func:`dehydrate_shared` hashed for long contents inside
+#: :func:`remembering_hashes` (one ``Ledger.append``), taken by the derived values it
+#: stores after its commit (:mod:`ctxledger.ledger.derived`); None outside one
+_HASHED: ContextVar[dict[int, tuple[str, str]] | None] = ContextVar(
+    "ctxledger_hashed_refs", default=None
+)
+
+
+@contextlib.contextmanager
+def remembering_hashes() -> Iterator[None]:
+    """Keep the refs an append hashes for :func:`hashed_ref` until the block ends (then
+    nothing holds the contents: a direct ``append_many`` outside one keeps none)."""
+    token = _HASHED.set({})
+    try:
+        yield
+    finally:
+        _HASHED.reset(token)
+
+
+def hashed_ref(text: str) -> str | None:
+    """The ref the current append hashed for that very string (forgotten once taken), or None."""
+    hashed = _HASHED.get()
+    found = hashed.pop(id(text), None) if hashed is not None else None
+    return found[1] if found is not None and found[0] is text else None
 
 
 # --- layout contents by reference (SessionSwitched schema 2) -------------------------

@@ -4,9 +4,12 @@ A side table ``derived`` of ``(ref, kind, version) -> value``: ``ref`` is a mess
 content's blob ref (sha256 of its UTF-8), ``kind`` what was computed (``facts/…``), and
 ``version`` everything the value depends on besides the content (for facts: the
 extraction code's fingerprint, see :mod:`ctxledger.compressor.factstore`). Like a
-checkpoint, a value is not an event: it is outside the hash chain, ``verify`` does not
-read it, a copy (``ctxledger migrate``) leaves it behind, and a value that is missing, of
-another version or damaged is recomputed as if the table were empty. Reads never write.
+checkpoint, a value is not an event: it is outside the hash chain, a copy (``ctxledger
+migrate``) leaves it behind, and a value that is missing, of another version or damaged
+is recomputed as if the table were empty. Reads never write. What a read trusts,
+``verify`` checks: a value at the current version that differs from its recomputation
+fails it (:func:`ctxledger.ledger.derived.differing_values`; ``ctxledger upgrade``
+replaces it).
 
 The table is a cache, so it is **not** a versioned migration: the first store creates it
 (``CREATE TABLE IF NOT EXISTS``, in the writer's transaction) and a read that finds no

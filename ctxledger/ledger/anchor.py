@@ -49,6 +49,7 @@ from ctxledger.eventstore.readonly import belongs_to_another
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.inputfile import NotAFile, open_input, read_capped
+from ctxledger.ledger.derived import differing_values
 
 _KEY_BYTES = 32
 _log = logging.getLogger("ctxledger")
@@ -317,6 +318,20 @@ def _failed(report: VerifyReport, seq: int | None, problem: str) -> VerifyReport
     )
 
 
+def _check_derived(store: EventStore, report: VerifyReport) -> VerifyReport:
+    """`report`, failed at the first long message whose stored derived value (a cache
+    outside the hash chain, trusted by audits and what-ifs) differs from its
+    recomputation; the value is named by its blob ref and kind (read-only)."""
+    for wrong in differing_values(store):
+        return _failed(
+            report,
+            wrong.seq,
+            f"the derived value {wrong.kind!r} of content {wrong.ref} differs from its "
+            "recomputation (`ctxledger upgrade` replaces it)",
+        )
+    return report
+
+
 def _bad_expected(expect: str) -> InvalidInput:
     return InvalidInput(
         f"--expect-head takes HASH or SEQ:HASH, the head `ctxledger verify` prints (a hash is "
@@ -422,6 +437,8 @@ def verify_file(
                 report = _failed(report, *found)
         if report.ok and expect_head:
             report = _check_expected(store, report, expect_head)
+        if report.ok:
+            report = _check_derived(store, report)
         store.check_unchanged()  # (a lock-free read: the anchor and head were read after)
         if server:
             return report

@@ -18,8 +18,10 @@ it has one and computes nothing: a what-if must not pay the extraction it saves.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
+from ctxledger.compressor import normalstore
 from ctxledger.compressor.factstore import (
     computed_value,
     facts_kind,
@@ -27,17 +29,26 @@ from ctxledger.compressor.factstore import (
     stored_content,
 )
 from ctxledger.compressor.markers import merge_lead
-from ctxledger.events import MessageAppended, sha256_hex
+from ctxledger.errors import CtxLedgerError
+from ctxledger.events import Event, MessageAppended, hydrate, sha256_hex
 from ctxledger.eventstore.base import AppendRequest, EventStore
-from ctxledger.eventstore.contents import shared_contents
+from ctxledger.eventstore.contents import hashed_ref, shared_contents
 from ctxledger.eventstore.fingerprints import (
     count_after_kind,
     count_after_version,
     encode_count_after,
 )
+from ctxledger.eventstore.rows import decode_stored
 from ctxledger.tokens import count_text_after, cuts_apply, first_cut
 
-__all__ = ["store_derived", "store_quietly"]
+__all__ = [
+    "Backfill",
+    "Differing",
+    "backfill_derived",
+    "differing_values",
+    "store_derived",
+    "store_quietly",
+]
 
 _log = logging.getLogger("ctxledger")
 
@@ -57,33 +68,135 @@ def store_derived(store: EventStore, requests: Sequence[AppendRequest]) -> int:
     """Store the derived values of the long messages `requests` appended; returns how many
     were written (0 for anything else: one type and length test per event). Errors go
     to the caller: :func:`store_quietly` drops them after an append."""
-    written = 0
-    for request in requests:
-        for event in request.events:
-            if type(event) is not MessageAppended:
+    return _store_events(store, (event for request in requests for event in request.events))
+
+
+class Backfill(NamedTuple):
+    """What :func:`backfill_derived` wrote: values stored where none was, values replaced
+    because they differed from their recomputation, contents it could not read."""
+
+    stored: int
+    replaced: int
+    unreadable: int
+
+
+class Differing(NamedTuple):
+    """A stored value that differs from its recomputation (:func:`differing_values`)."""
+
+    seq: int
+    ref: str
+    kind: str
+
+
+def backfill_derived(store: EventStore) -> Backfill:
+    """Store the derived values of every long message already in `store`'s log (appended
+    before session 39 stored them, or whose values were lost), and replace a stored one
+    that differs from its recomputation (what ``verify`` reports). Reads the whole log,
+    each long content decoded and hashed once; a content whose blob cannot be read is
+    counted and skipped (a cache never blocks an upgrade). Safe to run again. For
+    ``ctxledger upgrade``: a read command never writes."""
+    stored = replaced = 0
+    contents = _LongContents(store)
+    for _seq, ref, (kind, version, _compute), found, value in _recomputed(store, contents):
+        if found != value and value is not None:
+            store.put_derived(ref, kind, version, value)
+            stored, replaced = (stored + 1, replaced) if found is None else (stored, replaced + 1)
+    return Backfill(stored, replaced, contents.unreadable)
+
+
+def differing_values(store: EventStore) -> Iterator[Differing]:
+    """Each derived value stored at today's version for a long message of the log that
+    differs from what the code computes now (read-only: ``verify``). The values are a
+    cache outside the hash chain that audits and what-ifs trust, so a wrong one (edited,
+    or stale after a code slip) must be found by the check the user runs."""
+    for seq, ref, (kind, _version, _compute), found, value in _recomputed(
+        store, _LongContents(store), stored_only=True
+    ):
+        if found != value:
+            yield Differing(seq, ref, kind)
+
+
+def _recomputed(
+    store: EventStore,
+    contents: Iterable[tuple[int, MessageAppended, str]],
+    stored_only: bool = False,
+) -> Iterator[tuple[int, str, Value, bytes | None, bytes | None]]:
+    """(seq, ref, value's kind/version/compute, the stored value, the value computed now)
+    for each (content, kind) once; with `stored_only`, only where a value is stored."""
+    seen: set[tuple[str, str]] = set()
+    for seq, event, content in contents:
+        ref = sha256_hex(content.encode("utf-8"))
+        for item in _values(event, content):
+            kind, version, compute = item
+            if (ref, kind) in seen:
                 continue
-            content = stored_content(event.message)
-            if content is not None:
-                written += _store_values(store, event, content)
-    return written
+            seen.add((ref, kind))
+            found = store.get_derived(ref, kind, version)
+            if found is not None or not stored_only:
+                yield seq, ref, item, found, compute()
 
 
-def _store_values(store: EventStore, event: MessageAppended, content: str) -> int:
+class _LongContents:
+    """(seq, event, content) of each long message in the log, read row by row so that a
+    content whose blob cannot be read is skipped and counted (:attr:`unreadable`)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store, self.unreadable = store, 0
+
+    def __iter__(self) -> Iterator[tuple[int, MessageAppended, str]]:
+        for seq, _stream, _v, _id, kind, schema, payload, _hash in self.store.read_stored():
+            if kind and kind != "MessageAppended":
+                continue  # (not decoded: the other events hold no message)
+            try:
+                event = hydrate(decode_stored(payload, schema), self.store.get_blob)
+            except (CtxLedgerError, KeyError, UnicodeDecodeError):
+                self.unreadable += 1
+                continue
+            if type(event) is MessageAppended:
+                content = stored_content(event.message)
+                if content is not None:
+                    yield seq, event, content
+
+
+Value = tuple[str, str, Callable[[], "bytes | None"]]
+
+
+def _values(event: MessageAppended, content: str) -> list[Value]:
+    """(kind, version, compute) of each derived value of `event`'s long `content` that
+    the code running can version (no version: nothing stored or read)."""
     message, encoding = event.message, event.encoding
-    shared = shared_contents()
-    ref = shared.checked_ref(content) if shared is not None else None
-    if ref is None:
-        ref, shared = sha256_hex(content.encode("utf-8")), None
     values: list[tuple[str, str | None, Callable[[], bytes | None]]] = [
-        (facts_kind(message), facts_version(), lambda: computed_value(message))
+        (facts_kind(message), facts_version(), lambda: computed_value(message)),
+        (
+            normalstore.KIND,
+            normalstore.normal_version(),
+            lambda: normalstore.computed_value(content),
+        ),
     ]
     if message.keys() <= {"role", "content"} and cuts_apply(encoding):
         kind = count_after_kind(encoding)
         values.append((kind, count_after_version(), lambda: _count_after(content, encoding)))
+    return [(kind, version, compute) for kind, version, compute in values if version is not None]
+
+
+def _store_events(store: EventStore, events: Iterable[Event]) -> int:
     written = 0
-    for kind, version, compute in values:
-        if version is None:  # (the code that runs cannot be told: store nothing)
+    for event in events:
+        if type(event) is not MessageAppended:
             continue
+        content = stored_content(event.message)
+        if content is not None:
+            written += _store_values(store, event, content)
+    return written
+
+
+def _store_values(store: EventStore, event: MessageAppended, content: str) -> int:
+    shared = shared_contents()
+    ref = shared.checked_ref(content) if shared is not None else None
+    if ref is None:  # (the append hashed it: not again)
+        ref, shared = hashed_ref(content) or sha256_hex(content.encode("utf-8")), None
+    written = 0
+    for kind, version, compute in _values(event, content):
         if store.get_derived(ref, kind, version) is not None:
             continue  # (the same content appended again)
         # a replay copies the value of the ledger it read the content from (or none)

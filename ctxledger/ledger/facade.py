@@ -44,6 +44,7 @@ from ctxledger.events import (
 )
 from ctxledger.events import SessionEnded as SessionEndedEvent
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
+from ctxledger.eventstore.contents import remembering_hashes
 from ctxledger.eventstore.opening import close_quietly, default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
@@ -225,22 +226,23 @@ class Ledger:
             check_decodable(requests, self.transcript.state.messages, self.store)
         check_references(requests, self.transcript.state.sessions)
         before = log_end(self.store, blobs) if own else None  # None: read back
-        try:
-            versions = self.store.append_many(requests, blobs)
-            self._appended = True
-            if before is not None:  # else (or if it declines) the refresh reads them back
-                fold_written(self.projector, self.store, requests, versions, before)
-        except BaseException as err:
-            # folded what is there (a ConcurrencyError's caller reads the new version);
-            # the append's error is the one raised: a server that went away fails the
-            # read too, and its error would hide the append's "re-send the same events".
-            # The refresh's own error is kept on it as a note (it may be the cause).
+        with remembering_hashes():  # (the refs hashed for blobs, for the derived values)
             try:
-                self.refresh()
-            except CtxLedgerError as also:
-                err.add_note(f"the re-read after it failed too: {also}")
-            raise
-        store_quietly(self.store, requests)  # (after the commit: a failure loses only a cache)
+                versions = self.store.append_many(requests, blobs)
+                self._appended = True
+                if before is not None:  # else (or if it declines) the refresh reads them back
+                    fold_written(self.projector, self.store, requests, versions, before)
+            except BaseException as err:
+                # folded what is there (a ConcurrencyError's caller reads the new version);
+                # the append's error is the one raised: a server that went away fails the
+                # read too, and its error would hide the append's "re-send the same events".
+                # The refresh's own error is kept on it as a note (it may be the cause).
+                try:
+                    self.refresh()
+                except CtxLedgerError as also:
+                    err.add_note(f"the re-read after it failed too: {also}")
+                raise
+            store_quietly(self.store, requests)  # (after the commit: a failure loses only a cache)
         self.refresh()
 
     def event_fields(self, session_id: str) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.cli.progress import spinner
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidInput, OneReference
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
@@ -206,6 +206,10 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
     console.print(f"{summary}; {report.token_delta:+,} tokens")
 
 
+#: the options that make ``diff A`` compare A's chain with its what-if replay
+_WHATIF_OPTIONS = ("--config", "--summarizer", "--loop")
+
+
 @cli.command("diff")
 @click.argument("a", type=REF)
 @click.argument("b", type=REF, required=False)
@@ -239,14 +243,17 @@ def diff_cmd(
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points (see show --help) or compactions.
 
-    With only A (a compaction): the view it replaced vs the view it made.
+    With only A (a compaction): the view it replaced vs the view it made. With only A
+    and --config, --summarizer or --loop: A's chain vs its what-if replay.
     """
     loop = None if loop is None else check_loop(loop)  # (before the ledger is opened)
     ledger = state_of(ctx).ledger(reads=True)
-    if any(x is not None for x in (config_path, summarizer_kind, loop)):
+    values = (config_path, summarizer_kind, loop)
+    whatif = [o for o, x in zip(_WHATIF_OPTIONS, values, strict=True) if x is not None]
+    if whatif:
         if b is not None or b_db is not None:
             raise InvalidInput(
-                "--config compares A with its own what-if replay: give no B and no --b-db"
+                f"{'/'.join(whatif)} compares A with its own what-if replay: give no B and no --b-db"
             )
         with spinner(ctx, f"replaying the history of {a} (what-if)"):
             report: DiffReport | SummaryDiff = _whatif_diff(
@@ -260,7 +267,14 @@ def diff_cmd(
         with reading_ledger(b_db, "--b-db") as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:
-        report = diff(ledger, a, b)
+        try:
+            report = diff(ledger, a, b)
+        except OneReference as exc:  # (the library's words name no option: this face has some)
+            raise OneReference(
+                "give two references to compare, one compaction id (before vs after), or one"
+                " session with --config FILE, --loop LOOP or --summarizer KIND (its chain vs"
+                " its what-if replay)"
+            ) from exc
     if as_json:
         emit_json(report)
     else:

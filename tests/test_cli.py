@@ -502,6 +502,35 @@ def _tool_loop_ledger(tmp_path: Path) -> tuple[Path, str]:
     return db, run(db, "import", str(path), "--context-length", "16000").output.split()[-1]
 
 
+def test_a_compaction_that_leaves_the_view_over_the_window_says_so(
+    tmp_path: Path, imported: tuple[Path, str]
+) -> None:
+    """Session 40's sweep: a first message of 50,000 characters (kept verbatim: the head)
+    left the continuation at 20,318 tokens of a 16,000-token window, and `compress`
+    printed "Tokens: 40,354 → 20,318" and nothing else, as if it were done."""
+    words = " ".join(f"w{i % 997}" for i in range(12_000))
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": words}]
+    for i in range(30):
+        messages += [
+            {"role": "user", "content": f"turn {i} " + "ask " * 150},
+            {"role": "assistant", "content": f"reply {i} " + "answer " * 150},
+        ]
+    path = tmp_path / "long-head.json"
+    path.write_text(json.dumps(messages))
+    db = tmp_path / "l.db"
+    sid = run(db, "import", str(path), "--context-length", "16000").stdout.split()[0]
+    over = "tokens, more than the session's 16,000-token window: no model call can take it"
+    dry = run(db, "compress", sid, "--dry-run")
+    assert dry.exit_code == 0 and f"would hold {over}" not in dry.stdout
+    assert dry.stderr.startswith("warning: the continuation would hold ") and over in dry.stderr
+    done = run(db, "compress", sid, "--json")
+    tokens = json.loads(done.stdout)["tokens_after"]
+    assert tokens > 16_000
+    assert done.stderr == f"warning: the continuation holds {tokens:,} {over} as it is\n"
+    normal_db, normal = imported  # (a compaction that fits: no warning)
+    assert run(normal_db, "compress", normal).stderr == ""
+
+
 def test_the_dry_run_names_the_messages_of_its_range_it_keeps(tmp_path: Path) -> None:
     """`summarize messages [a, b)` kept quiet about the messages of that range the
     compaction keeps: the latest user ask of a long tool loop (carried, after the

@@ -23,13 +23,14 @@ from ctxledger.analysis.audit import (
 )
 from ctxledger.analysis.compactions import is_compaction_ref, resolve_session_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
-from ctxledger.analysis.recall import expand, recall
+from ctxledger.analysis.recall import MAX_LIMIT, expand, recall
 from ctxledger.analysis.redacted import redacted_report
 from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import (
     POSITIVE,
     REF,
+    AsciiIntRange,
     cli,
     config_file_option,
     console,
@@ -345,7 +346,14 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
 @cli.command("recall")
 @click.argument("session", type=REF)
 @click.argument("query")
-@click.option("--limit", type=POSITIVE, default=10, show_default=True)
+@click.option(
+    "--limit",
+    # (the library's bound, in the help: `x>=1` sent a user to --limit 500, refused)
+    type=AsciiIntRange(min=1, max=MAX_LIMIT),
+    default=10,
+    show_default=True,
+    help="Show at most this many messages, the newest.",
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -373,11 +381,9 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
         )
         console.print("  " + " ".join(hit.snippet.split()), markup=False)
     if result.more:
-        console.print(
-            styled(
-                (f"more messages match: the newest {len(result.hits)} are shown (--limit N)", "dim")
-            )
-        )
+        shown = len(result.hits)
+        how = "--limit N" if shown < MAX_LIMIT else "the most --limit shows: narrow the query"
+        console.print(styled((f"more messages match: the newest {shown} are shown ({how})", "dim")))
 
 
 @cli.command("expand")

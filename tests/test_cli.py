@@ -367,6 +367,29 @@ def test_show_at_a_past_sequence(imported: tuple[Path, str]) -> None:
     assert bad.exit_code == 2 and "sequence number" in bad.output
 
 
+def test_no_output_file_is_the_ledger_or_one_of_its_files(imported: tuple[Path, str]) -> None:
+    """Session 40: `export S --out ledger.db` wrote the JSON over the ledger it had just
+    read, and `--db ledger.db trajectories compress IN ledger.db` wrote its records over
+    it: the ledger was gone. Its side files, a link to it and a hard link are refused too."""
+    db, sid = imported
+    before = db.read_bytes()
+    (db.parent / "soft.db").symlink_to(db)
+    os.link(db, db.parent / "hard.db")
+    named = [db, db.parent / "x" / ".." / db.name, Path(f"{db}-wal"), Path(f"{db}.head")]
+    named += [Path(f"{db}.leases") / "k", db.parent / "soft.db", db.parent / "hard.db"]
+    for out in named:
+        refused = run(db, "export", sid, "--out", str(out))
+        assert refused.exit_code == 2, (out, refused.output)
+        assert "is the ledger or one of its files: give another file" in refused.stderr
+    records = db.parent / "in.jsonl"
+    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
+    records.write_text(json.dumps({"id": "r", "conversations": turns}) + "\n")
+    batch = run(db, "trajectories", "compress", str(records), str(db))
+    assert batch.exit_code == 2 and "OUT " in batch.stderr, batch.output
+    assert db.read_bytes() == before and run(db, "verify").exit_code == 0
+    assert run(db, "export", sid, "--out", str(db.parent / "fine.json")).exit_code == 0
+
+
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "sharegpt"])
 def test_export_then_import_gives_the_same_messages(
     imported: tuple[Path, str], tmp_path: Path, fmt: str

@@ -30,6 +30,7 @@ from ctxledger.errors import (
 from ctxledger.eventstore.base import EventStore
 from ctxledger.eventstore.opening import (
     default_db_path,
+    is_url,
     open_for_reading,
     open_store,
     require_ledger_file,
@@ -139,6 +140,27 @@ class State:
                     sys.exit(1)
             finally:
                 self._ledger.close()
+
+
+#: the files a SQLite ledger keeps beside itself (``<ledger>.leases`` is a folder of them)
+_SIDE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock", ".head")
+
+
+def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
+    """Refuse `path`, a file a command is about to write (`option`), when it is the
+    ledger or one of its side files: ``export --out ledger.db`` replaced the ledger it
+    had just read with the JSON (session 40)."""
+    if is_url(ledger):
+        return
+    target, base = os.path.realpath(path), os.path.realpath(ledger)
+    leases = os.path.join(base + ".leases", "")
+    same = target.startswith(leases) or any(target == base + s for s in _SIDE_SUFFIXES)
+    with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)
+        same = same or os.path.samefile(path, ledger)
+    if same:
+        raise InvalidInput(
+            f"{option} {shown_path(path)} is the ledger or one of its files: give another file"
+        )
 
 
 def note(line: str) -> None:

@@ -24,6 +24,7 @@ from ctxledger.cli.app import (
     emit_json,
     handle_errors,
     json_text,
+    refuse_ledger_file,
     state_of,
     summarizer_option,
 )
@@ -57,6 +58,8 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
 
     SESSION@SEQ reads as in `show --help` (an id holding @, an ambiguous one).
     """
+    if out_path is not None:
+        refuse_ledger_file(out_path, state_of(ctx).db, "--out")
     ledger = state_of(ctx).ledger(reads=True)
     ref, seq = ledger_ref(ledger, session)
     sid = ledger.resolve(ref)
@@ -152,6 +155,8 @@ def trajectories_compress(
     from ctxledger.trajectories.record import written_keys
 
     state = state_of(ctx)
+    if state.explicit:  # (the ledger is opened, and written, only with --db)
+        refuse_ledger_file(out_path, state.db, "OUT")
     stream = _checked_out(in_path, out_path, recording=state.explicit)
     if state.explicit and (is_url(state.db) or os.path.lexists(state.db)):
         state.ledger()  # opened first: a file that is no ledger is refused before OUT is written

@@ -359,7 +359,10 @@ def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: b
         console.print(
             f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
         )
-        console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
+        if report.head_seq is None:  # ("head: seq None hash None", to keep for --expect-head)
+            console.print("head: none (the log is empty)")
+        else:
+            console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
         if report.warning:
             console.print(f"warning: {report.warning}")
     else:

@@ -130,7 +130,12 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
             "`ctxledger demo` plays a generated one",
             err=True,
         )
-    table = Table("kind", "model", "messages", "tokens", "state")
+    # a figure is never cut on a narrow line ("2,109…" was shown for 2,109,639 tokens on
+    # 80 columns): the words around it give way (cut with "…", whole in --json)
+    table = Table("kind", "model")
+    table.add_column("messages", no_wrap=True)
+    table.add_column("tokens", no_wrap=True)
+    table.add_column("state")
     # an id is kept on one line to be copied whole, unless one is so long (a caller
     # may choose ids) that it would squeeze every other column to nothing: then folded
     long_ids = any(len(inline(r["session_id"])) > _ONE_LINE_ID for r in rows)

@@ -30,7 +30,8 @@ def main() -> None:
         try:
             cli(prog_name="ctxledger")
         except SystemExit:
-            if cut and _reader_left():  # whatever the command would have said: unread
+            # (poll first: entering a function runs a SIGPIPE handler still pending)
+            if _reader_left() and cut:  # whatever the command would have said: unread
                 _silence()
                 raise SystemExit(PIPE_CUT) from None
             raise

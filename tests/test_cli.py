@@ -367,6 +367,19 @@ def test_show_at_a_past_sequence(imported: tuple[Path, str]) -> None:
     assert bad.exit_code == 2 and "sequence number" in bad.output
 
 
+def test_show_of_an_ended_session_says_whose_view_is_live(imported: tuple[Path, str]) -> None:
+    """Session 40's sweep: `show ROOT` after a compaction printed the root's 332 messages
+    with no word that it had ended: read as what the model gets, the continuation's."""
+    db, sid = imported
+    tip = json.loads(run(db, "compress", sid, "--json").stdout)["new_session_id"]
+    said = f"note: {sid} ended (compression): this is its last view; the chain's live view is {tip}'s\n"
+    for args in ([], ["--json"]):
+        ended = run(db, "show", sid, *args)
+        assert ended.exit_code == 0 and ended.stderr == said, ended.stderr
+    assert run(db, "show", sid, "--json").stdout.startswith("[")
+    assert run(db, "show", tip).stderr == "" and run(db, "show", f"{sid}@3").stderr == ""
+
+
 def test_no_output_file_is_the_ledger_or_one_of_its_files(imported: tuple[Path, str]) -> None:
     """Session 40: `export S --out ledger.db` wrote the JSON over the ledger it had just
     read, and `--db ledger.db trajectories compress IN ledger.db` wrote its records over

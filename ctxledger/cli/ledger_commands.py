@@ -189,7 +189,7 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
     messages = transcript.api_messages(sid)
     tokens = transcript.api_tokens(sid)
     ids: list[str | None] = [None] * int(view.system_prompt is not None) + list(view.live)
-    if seq is None and view.ended:  # (its last view read as the one the model gets)
+    if seq is None and view.ended and not as_json:  # (read as the view the model gets)
         tip = ledger.tip(sid)
         live = f"; the chain's live view is {tip}'s" if tip != sid else ""
         note(f"{sid} ended ({view.end_reason}): this is its last view{live}")

@@ -155,9 +155,7 @@ def trajectories_compress(
     from ctxledger.trajectories.record import written_keys
 
     state = state_of(ctx)
-    if state.explicit:  # (the ledger is opened, and written, only with --db)
-        refuse_ledger_file(out_path, state.db, "OUT")
-    stream = _checked_out(in_path, out_path, recording=state.explicit)
+    stream = _checked_out(in_path, out_path, recording=state.db if state.explicit else None)
     if state.explicit and (is_url(state.db) or os.path.lexists(state.db)):
         state.ledger()  # opened first: a file that is no ledger is refused before OUT is written
     config = TrajectoryConfig(
@@ -224,15 +222,18 @@ def _record(
     return {"recorded_sessions": recorded, "not_recorded": skipped}
 
 
-def _checked_out(in_path: Path, out_path: Path, *, recording: bool) -> bool:
+def _checked_out(in_path: Path, out_path: Path, *, recording: str | None) -> bool:
     """Whether OUT is a stream (a FIFO, /dev/null); InvalidInput when OUT cannot be
-    written as asked (IN itself, a missing folder, a stream to record from)."""
+    written as asked (IN itself, a missing folder; with `recording`, the ledger --db
+    names, which records the run: a stream, or that ledger or one of its files)."""
+    if recording is not None:
+        refuse_ledger_file(out_path, recording, "OUT")
     if in_path.resolve() == out_path.resolve():
         raise InvalidInput("OUT must differ from IN")
     if not out_path.resolve().parent.is_dir():
         raise InvalidInput(f"OUT's directory {out_path.resolve().parent} does not exist")
     stream = is_stream(out_path)
-    if stream and recording:
+    if stream and recording is not None:
         raise InvalidInput(
             f"{out_path} is a FIFO or /dev/null: it cannot be read back to record its "
             "compactions with --db; write OUT to a file"

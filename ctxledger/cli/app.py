@@ -142,27 +142,6 @@ class State:
                 self._ledger.close()
 
 
-#: the files a SQLite ledger keeps beside itself (``<ledger>.leases`` is a folder of them)
-_SIDE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock", ".head")
-
-
-def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
-    """Refuse `path`, a file a command is about to write (`option`), when it is the
-    ledger or one of its side files: ``export --out ledger.db`` replaced the ledger it
-    had just read with the JSON (session 40)."""
-    if is_url(ledger):
-        return
-    target, base = os.path.realpath(path), os.path.realpath(ledger)
-    leases = os.path.join(base + ".leases", "")
-    same = target.startswith(leases) or any(target == base + s for s in _SIDE_SUFFIXES)
-    with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)
-        same = same or os.path.samefile(path, ledger)
-    if same:
-        raise InvalidInput(
-            f"{option} {shown_path(path)} is the ledger or one of its files: give another file"
-        )
-
-
 def note(line: str) -> None:
     """Tell the user `line` on stderr, as a note (one line)."""
     echo(f"note: {line}", err=True)
@@ -224,6 +203,27 @@ def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
     checked too. Nothing is appended, so there is no head to seal on leaving."""
     with reading_store(target, option) as store:
         yield Ledger(store, config=resolve_config().config)
+
+
+#: the files a SQLite ledger keeps beside itself (``<ledger>.leases`` is a folder of them)
+_SIDE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock", ".head")
+
+
+def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
+    """Refuse `path`, a file a command is about to write (`option`), when it is the
+    ledger or one of its side files: ``export --out ledger.db`` replaced the ledger it
+    had just read with the JSON (session 40)."""
+    if is_url(ledger):
+        return
+    target, base = os.path.realpath(path), os.path.realpath(ledger)
+    leases = os.path.join(base + ".leases", "")
+    same = target.startswith(leases) or any(target == base + s for s in _SIDE_SUFFIXES)
+    with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)
+        same = same or os.path.samefile(path, ledger)
+    if same:
+        raise InvalidInput(
+            f"{option} {shown_path(path)} is the ledger or one of its files: give another file"
+        )
 
 
 class FilePath(click.Path):

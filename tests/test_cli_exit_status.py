@@ -3,8 +3,11 @@ and a pipe cut (the reader left: ``ctxledger show S | head -1``) is told from a 
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+import select
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +20,8 @@ from helpers import readme
 from helpers.ledger_helpers import compact_now, deterministic_ledger, session_with_turns
 
 from ctxledger.cli.main import PIPE_CUT, cli
+
+cli_main = importlib.import_module("ctxledger.cli.main")  # (the package's `main` is the function)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,3 +164,79 @@ def test_a_whole_read_or_a_sigpipe_elsewhere_keeps_the_status(
             [sys.executable, "-c", code, str(status)], capture_output=True, env=_env(), timeout=120
         )
         assert (done.returncode, done.stderr) == (status, b"")
+
+
+def test_a_cut_while_click_prints_a_usage_error_exits_141(
+    ledger_db: tuple[Path, str, str],
+) -> None:
+    """Review 1 of session 40: click's print of a usage error, cut, raised a
+    BrokenPipeError from inside its own error handler (no SystemExit): it exited 1."""
+    db, _, _ = ledger_db
+    read, write = os.pipe()
+    os.close(read)  # the reader left before a byte was written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxledger", "--db", str(db), "sessions", "--nope"],
+            stdout=write, stderr=write, env=_env(), timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == PIPE_CUT
+
+
+def _exiting(status: int) -> Callable[..., None]:
+    def command(**_kw: object) -> None:
+        sys.exit(status)
+
+    return command
+
+
+def test_no_poll_and_no_sigpipe_is_no_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 1 of session 40: where `select.poll` is missing (Windows, which has no
+    SIGPIPE either) every command crashed on its way out with an AttributeError."""
+    monkeypatch.delattr(select, "poll")
+    monkeypatch.delattr(signal, "SIGPIPE")
+    monkeypatch.setattr(cli_main, "cli", _exiting(0))
+    with pytest.raises(SystemExit) as done:
+        cli_main.main()
+    assert done.value.code == 0
+
+
+def test_a_sigpipe_handled_during_the_poll_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's check runs before the flag is read: a SIGPIPE handler still pending
+    when the command ends runs on entering a function, here the check's."""
+
+    def reader_left() -> bool:
+        signal.raise_signal(signal.SIGPIPE)  # (its handler runs now, as a pending one would)
+        return True
+
+    monkeypatch.setattr(cli_main, "cli", _exiting(0))
+    monkeypatch.setattr(cli_main, "_reader_left", reader_left)
+    monkeypatch.setattr(cli_main, "_silence", lambda: None)
+    with pytest.raises(SystemExit) as done:
+        cli_main.main()
+    assert done.value.code == PIPE_CUT
+
+
+def test_a_pipe_flagged_pollhup_is_a_reader_that_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 1 of session 40: BSD kernels flag a widowed pipe's write end POLLHUP, not
+    POLLERR as Linux does; a cut there kept click's status."""
+
+    class Poller:
+        def register(self, fd: int, mask: int) -> None:
+            pass
+
+        def poll(self, timeout: int) -> list[tuple[int, int]]:
+            return [(1, select.POLLOUT | select.POLLHUP), (2, select.POLLOUT)]
+
+    monkeypatch.setattr(select, "poll", Poller)
+    assert cli_main._reader_left()
+
+
+def test_sigpipes_set_a_flag_and_add_nothing() -> None:
+    """Review 1 of session 40: each SIGPIPE added an item to a list for the process's
+    life (`serve` gets one per write to each client that hung up)."""
+    with cli_main._pipe_watch() as cut:
+        for _ in range(3):
+            signal.raise_signal(signal.SIGPIPE)
+        assert cut == [signal.SIGPIPE]

@@ -29,8 +29,9 @@ def main() -> None:
     with _pipe_watch() as cut:
         try:
             cli(prog_name="ctxledger")
-        except SystemExit:
-            # (poll first: entering a function runs a SIGPIPE handler still pending)
+        except (SystemExit, BrokenPipeError):
+            # (a BrokenPipeError escapes when click's own usage-error print is cut;
+            # poll first: entering a function runs a SIGPIPE handler still pending)
             if _reader_left() and cut:  # whatever the command would have said: unread
                 _silence()
                 raise SystemExit(PIPE_CUT) from None
@@ -39,14 +40,19 @@ def main() -> None:
 
 @contextlib.contextmanager
 def _pipe_watch() -> Iterator[list[int]]:
-    """A list that gets an item when SIGPIPE arrives: a write lost data to a pipe or
-    socket whose reader left. SIGPIPE stays harmless (as Python leaves it, ignored, a
-    write fails with EPIPE): its default would kill ``serve`` on a client that hangs
-    up. A flag is needed beside click's EPIPE handling (exit 1): a large write cut
+    """A flag, a list of one item once SIGPIPE arrived (the last signal, never more:
+    ``serve`` gets one per write to each client that hung up): a write lost data to a
+    pipe or socket whose reader left. SIGPIPE stays harmless (a handler only sets the
+    flag, a write fails with EPIPE): its default would kill ``serve`` on a client that
+    hangs up. A flag is needed beside click's EPIPE handling (exit 1): a large write cut
     part-way returns short without an error, and the command went on to exit 0."""
     arrived: list[int] = []
+
+    def note(signum: int, _frame: object) -> None:
+        arrived[:] = [signum]
+
     try:
-        before = signal.signal(signal.SIGPIPE, lambda signum, _frame: arrived.append(signum))
+        before = signal.signal(signal.SIGPIPE, note)
     except (AttributeError, ValueError):  # no SIGPIPE (Windows), or not the main thread
         yield arrived
         return
@@ -59,11 +65,15 @@ def _pipe_watch() -> Iterator[list[int]]:
 def _reader_left() -> bool:
     """Whether stdout's or stderr's reader has left (Linux flags a pipe's write end
     POLLERR then, a socket's too): a SIGPIPE for a client socket of ``serve`` whose
-    own output is still read is not a cut."""
+    own output is still read is not a cut. BSD kernels flag it POLLHUP. False where
+    there is no ``poll`` (Windows, which has no SIGPIPE either)."""
+    if not hasattr(select, "poll"):
+        return False
     poller = select.poll()
     for fd in (1, 2):
         poller.register(fd, select.POLLOUT)
-    return any(events & select.POLLERR for _fd, events in poller.poll(0))
+    left = select.POLLERR | select.POLLHUP
+    return any(events & left for _fd, events in poller.poll(0))
 
 
 def _silence() -> None:

@@ -402,6 +402,51 @@ def test_no_output_file_is_the_ledger_or_one_of_its_files(imported: tuple[Path, 
     assert run(db, "export", sid, "--out", str(db.parent / "fine.json")).exit_code == 0
 
 
+def test_the_ledger_s_files_are_refused_through_a_link_to_it(
+    imported: tuple[Path, str],
+) -> None:
+    """Review 1 of session 40: with a symlinked --db the side files kept beside the
+    link's name (`.head`, `.lock`, `.leases/`) were written over (`verify` then FAILED
+    on the anchor), and so was a hard link to a side file."""
+    db, sid = imported
+    link = db.parent / "link.db"
+    link.symlink_to(db)
+    head = Path(f"{db}.head")
+    assert head.exists()
+    os.link(head, db.parent / "hard.head")
+    named = [Path(f"{link}.head"), Path(f"{link}.lock"), Path(f"{link}.leases") / "k"]
+    named += [db.parent / "hard.head", Path(f"{db}.lock")]
+    for out in named:
+        refused = run(link, "export", sid, "--out", str(out))
+        assert refused.exit_code == 2, (out, refused.output)
+        assert "is the ledger or one of its files" in refused.stderr
+    assert run(link, "verify").exit_code == 0
+
+
+@pytest.mark.parametrize("how", ["env", "default"])
+def test_trajectories_out_is_never_the_ledger_however_it_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Review 1 of session 40: OUT was checked against the ledger only with an explicit
+    --db; the ledger $CTXLEDGER_DB or the default names was written over with JSONL."""
+    if how == "env":
+        db = tmp_path / "env.db"
+        monkeypatch.setenv("CTXLEDGER_DB", str(db))
+    else:
+        monkeypatch.delenv("CTXLEDGER_DB", raising=False)
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        db = tmp_path / "data" / "ctxledger" / "ctxledger.db"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["demo", "--turns", "2"]).exit_code == 0
+    before = db.read_bytes()
+    records = tmp_path / "in.jsonl"
+    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
+    records.write_text(json.dumps({"id": "r", "conversations": turns}) + "\n")
+    batch = runner.invoke(cli, ["trajectories", "compress", str(records), str(db)])
+    assert batch.exit_code == 2 and "is the ledger or one of its files" in batch.stderr
+    assert db.read_bytes() == before
+
+
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "sharegpt"])
 def test_export_then_import_gives_the_same_messages(
     imported: tuple[Path, str], tmp_path: Path, fmt: str

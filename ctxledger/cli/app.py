@@ -212,18 +212,30 @@ _SIDE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock", ".head")
 def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
     """Refuse `path`, a file a command is about to write (`option`), when it is the
     ledger or one of its side files: ``export --out ledger.db`` replaced the ledger it
-    had just read with the JSON (session 40)."""
+    had just read with the JSON (session 40). A symlinked ledger keeps some side files
+    beside the link's name (``.lock``, ``.leases/``, ``.head``), others beside the
+    file's: both forms are refused, and a link of any kind to one that exists."""
     if is_url(ledger):
         return
-    target, base = os.path.realpath(path), os.path.realpath(ledger)
-    leases = os.path.join(base + ".leases", "")
-    same = target.startswith(leases) or any(target == base + s for s in _SIDE_SUFFIXES)
-    with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)
-        same = same or os.path.samefile(path, ledger)
-    if same:
+    if _names_a_ledger_file(os.path.abspath(path), os.path.realpath(path), ledger):
         raise InvalidInput(
             f"{option} {shown_path(path)} is the ledger or one of its files: give another file"
         )
+
+
+def _names_a_ledger_file(absolute: str, real: str, ledger: str) -> bool:
+    ledger = os.path.expanduser(ledger)
+    for base in {os.path.abspath(ledger), os.path.realpath(ledger)}:
+        leases = os.path.join(base + ".leases", "")
+        if any(p.startswith(leases) for p in (absolute, real)):
+            return True
+        for side in (base + s for s in _SIDE_SUFFIXES):
+            if side in (absolute, real):
+                return True
+            with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)
+                if os.path.samefile(real, side):
+                    return True
+    return False
 
 
 class FilePath(click.Path):

@@ -155,7 +155,7 @@ def trajectories_compress(
     from ctxledger.trajectories.record import written_keys
 
     state = state_of(ctx)
-    stream = _checked_out(in_path, out_path, recording=state.db if state.explicit else None)
+    stream = _checked_out(in_path, out_path, ledger=state.db, recording=state.explicit)
     if state.explicit and (is_url(state.db) or os.path.lexists(state.db)):
         state.ledger()  # opened first: a file that is no ledger is refused before OUT is written
     config = TrajectoryConfig(
@@ -222,18 +222,18 @@ def _record(
     return {"recorded_sessions": recorded, "not_recorded": skipped}
 
 
-def _checked_out(in_path: Path, out_path: Path, *, recording: str | None) -> bool:
+def _checked_out(in_path: Path, out_path: Path, *, ledger: str, recording: bool) -> bool:
     """Whether OUT is a stream (a FIFO, /dev/null); InvalidInput when OUT cannot be
-    written as asked (IN itself, a missing folder; with `recording`, the ledger --db
-    names, which records the run: a stream, or that ledger or one of its files)."""
-    if recording is not None:
-        refuse_ledger_file(out_path, recording, "OUT")
+    written as asked (IN itself, a missing folder, the ledger or one of its files,
+    however it was named: --db, $CTXLEDGER_DB, the default; when `recording`, an
+    explicit --db records the run: a stream)."""
+    refuse_ledger_file(out_path, ledger, "OUT")
     if in_path.resolve() == out_path.resolve():
         raise InvalidInput("OUT must differ from IN")
     if not out_path.resolve().parent.is_dir():
         raise InvalidInput(f"OUT's directory {out_path.resolve().parent} does not exist")
     stream = is_stream(out_path)
-    if stream and recording is not None:
+    if stream and recording:
         raise InvalidInput(
             f"{out_path} is a FIFO or /dev/null: it cannot be read back to record its "
             "compactions with --db; write OUT to a file"

@@ -43,10 +43,13 @@ from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import audio_reference, content_text, refusal_text
-from ctxledger.terminal import inline, styled
+from ctxledger.terminal import TABLE_MIN_WIDTH, inline, styled
 
-#: the longest session id the sessions table keeps on one line (generated ids: 32)
-_ONE_LINE_ID = 48
+#: the least the sessions table's word columns (kind, model, state) keep: "live", or
+#: three letters and "…"; the figures are never cut, the id folds first
+_WORD_MIN = 4
+#: the sessions table's rules and cell padding (6 columns: 7 rules, 2 spaces each)
+_SESSIONS_FRAME = 7 + 6 * 2
 
 
 def _from_stdin(text: str, fmt: str | None) -> list[ImportedSession]:
@@ -130,27 +133,38 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
             "`ctxledger demo` plays a generated one",
             err=True,
         )
-    # a figure is never cut on a narrow line ("2,109…" was shown for 2,109,639 tokens on
-    # 80 columns): the words around it give way (cut with "…", whole in --json)
-    table = Table("kind", "model")
+    console.print(_sessions_table(rows))
+
+
+def _sessions_table(rows: list[dict[str, Any]]) -> Table:
+    """A figure is never cut on a narrow line ("2,109…" was shown for 2,109,639 tokens
+    on 80 columns) and each word keeps :data:`_WORD_MIN` columns (cut with "…", whole
+    in --json). An id is kept on one line to be copied whole while it fits in what is
+    left; a longer one folds (a 44-character id squeezed the words to nothing)."""
+    table = Table(Column("kind", min_width=_WORD_MIN), Column("model", min_width=_WORD_MIN))
     table.add_column("messages", no_wrap=True)
     table.add_column("tokens", no_wrap=True)
-    table.add_column("state")
-    # an id is kept on one line to be copied whole, unless one is so long (a caller
-    # may choose ids) that it would squeeze every other column to nothing: then folded
-    long_ids = any(len(inline(r["session_id"])) > _ONE_LINE_ID for r in rows)
-    table.add_column("session", no_wrap=not long_ids, overflow="fold")
-    for r in rows:
-        state = f"ended ({r['end_reason']})" if r["ended"] else "live"
-        table.add_row(
+    table.add_column("state", min_width=_WORD_MIN)
+    cells = [
+        (
             str(r["kind"]),
             str(r["model"]),
             str(r["messages"]),
             f"{r['tokens']:,}",
-            state,
+            f"ended ({r['end_reason']})" if r["ended"] else "live",
             str(r["session_id"]),
         )
-    console.print(table)
+        for r in rows
+    ]
+    figures = sum(
+        max(len(head), *(len(c[i]) for c in cells)) for i, head in ((2, "messages"), (3, "tokens"))
+    )
+    room = max(console.width, TABLE_MIN_WIDTH) - _SESSIONS_FRAME - figures - 3 * _WORD_MIN
+    long_ids = any(len(inline(c[5])) > room for c in cells)
+    table.add_column("session", no_wrap=not long_ids, overflow="fold")
+    for c in cells:
+        table.add_row(*c)
+    return table
 
 
 @cli.command()

@@ -423,6 +423,23 @@ def test_the_ledger_s_files_are_refused_through_a_link_to_it(
     assert run(link, "verify").exit_code == 0
 
 
+def test_replay_out_is_never_a_ledger_file_and_export_out_dash_is_stdout(
+    imported: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 1 of session 40: `replay S --out L.db-journal` made a what-if ledger in
+    the name of the ledger's side file, and `export S --out -` wrote a file named "-"
+    where the help says stdout."""
+    db, sid = imported
+    journal = Path(f"{db}-journal")
+    refused = run(db, "replay", sid, "--out", str(journal))
+    assert refused.exit_code == 2 and "is the ledger or one of its files" in refused.stderr
+    assert not journal.exists()
+    monkeypatch.chdir(db.parent)
+    dashed = run(db, "export", sid, "--out", "-")
+    assert dashed.exit_code == 0 and not (db.parent / "-").exists()
+    assert dashed.stdout == run(db, "export", sid).stdout and dashed.stderr == ""
+
+
 @pytest.mark.parametrize("how", ["env", "default"])
 def test_trajectories_out_is_never_the_ledger_however_it_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str

@@ -49,7 +49,7 @@ from ctxledger.ledger.facade import Ledger
     "out_path",
     type=FilePath(dir_okay=False, path_type=Path),
     default=None,
-    help="Write to a file instead of stdout.",
+    help="Write to a file instead of stdout ('-': stdout).",
 )
 @click.pass_context
 @handle_errors
@@ -58,6 +58,8 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
 
     SESSION@SEQ reads as in `show --help` (an id holding @, an ambiguous one).
     """
+    if out_path is not None and str(out_path) == "-":  # (it wrote a file named "-")
+        out_path = None
     if out_path is not None:
         refuse_ledger_file(out_path, state_of(ctx).db, "--out")
     ledger = state_of(ctx).ledger(reads=True)

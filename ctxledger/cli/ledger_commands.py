@@ -29,6 +29,7 @@ from ctxledger.cli.app import (
     json_option,
     note,
     quiet_option,
+    refuse_ledger_file,
     state_of,
     summarizer_option,
 )
@@ -444,6 +445,8 @@ def replay(
     """
     if loop is not None:
         loop = check_loop(loop)  # (before the ledger is opened)
+    if out_path is not None:  # (`--out L.db.head` made a ledger in the anchor's name)
+        refuse_ledger_file(out_path, state_of(ctx).db, "--out")
     ledger = state_of(ctx).ledger(reads=True)
     sid = ledger.resolve(session)
     if any(x is not None for x in (config_path, summarizer_kind, out_path, loop)):

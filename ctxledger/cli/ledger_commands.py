@@ -158,7 +158,8 @@ def _sessions_table(rows: list[dict[str, Any]]) -> Table:
         for r in rows
     ]
     figures = sum(
-        max(len(head), *(len(c[i]) for c in cells)) for i, head in ((2, "messages"), (3, "tokens"))
+        max([len(head), *(len(c[i]) for c in cells)])
+        for i, head in ((2, "messages"), (3, "tokens"))
     )
     room = max(console.width, TABLE_MIN_WIDTH) - _SESSIONS_FRAME - figures - 3 * _WORD_MIN
     long_ids = any(len(inline(c[5])) > room for c in cells)

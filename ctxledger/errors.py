@@ -5,7 +5,8 @@ CtxLedgerError
 │   ├── InvalidMessage                 a message breaks the OpenAI chat shape
 │   ├── InvalidEvent                   an event payload cannot be decoded / upcast
 │   ├── InvalidConfig                  a compression setting is out of range
-│   └── ImportFormatError              an import file is malformed (carries a line number)
+│   ├── ImportFormatError              an import file is malformed (carries a line number)
+│   └── OneReference                   a diff of one reference that is not a compaction
 ├── StoreError                         the event store refused or failed an operation
 │   ├── ConcurrencyError               stale expected version; nothing was written
 │   ├── DuplicateEventError            an event id was re-sent with a different batch
@@ -84,6 +85,11 @@ class ImportFormatError(InvalidInput):
         if line is not None:
             where += f"{line}:"
         super().__init__(f"{where} {message}".strip() if where else message)
+
+
+class OneReference(InvalidInput):
+    """A diff was given one reference that is not a compaction: nothing to compare it
+    with (each face names what it offers: two references, or the CLI's what-if)."""
 
 
 class StoreError(CtxLedgerError):

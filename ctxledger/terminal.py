@@ -20,6 +20,8 @@ The CLI and the demo print through :class:`PlainConsole`.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from typing import Any
 
@@ -119,6 +121,14 @@ class PlainConsole(Console):
             super().print(table, **kwargs)
         finally:
             self._width = saved
+
+    def on_broken_pipe(self) -> None:
+        """Let the EPIPE go up, as a ``click.echo``'s does, to the one place the CLI
+        handles a reader that left (``ctxledger.cli.main``). rich's own answer exits 1
+        (the status of a failure) after pointing stdout at /dev/null, even for a console
+        on stderr."""
+        self.quiet = True  # (anything printed later on the way out is dropped)
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def styled(*parts: object) -> Text:

@@ -367,6 +367,103 @@ def test_show_at_a_past_sequence(imported: tuple[Path, str]) -> None:
     assert bad.exit_code == 2 and "sequence number" in bad.output
 
 
+def test_show_of_an_ended_session_says_whose_view_is_live(imported: tuple[Path, str]) -> None:
+    """Session 40's sweep: `show ROOT` after a compaction printed the root's 332 messages
+    with no word that it had ended: read as what the model gets, the continuation's."""
+    db, sid = imported
+    tip = json.loads(run(db, "compress", sid, "--json").stdout)["new_session_id"]
+    said = f"note: {sid} ended (compression): this is its last view; the chain's live view is {tip}'s\n"
+    ended = run(db, "show", sid)
+    assert ended.exit_code == 0 and ended.stderr == said, ended.stderr
+    assert run(db, "show", sid, "--json").stderr == ""  # (a script reads the data as before)
+    assert run(db, "show", tip).stderr == "" and run(db, "show", f"{sid}@3").stderr == ""
+
+
+def test_no_output_file_is_the_ledger_or_one_of_its_files(imported: tuple[Path, str]) -> None:
+    """Session 40: `export S --out ledger.db` wrote the JSON over the ledger it had just
+    read, and `--db ledger.db trajectories compress IN ledger.db` wrote its records over
+    it: the ledger was gone. Its side files, a link to it and a hard link are refused too."""
+    db, sid = imported
+    before = db.read_bytes()
+    (db.parent / "soft.db").symlink_to(db)
+    os.link(db, db.parent / "hard.db")
+    named = [db, db.parent / "x" / ".." / db.name, Path(f"{db}-wal"), Path(f"{db}.head")]
+    named += [Path(f"{db}.leases") / "k", db.parent / "soft.db", db.parent / "hard.db"]
+    for out in named:
+        refused = run(db, "export", sid, "--out", str(out))
+        assert refused.exit_code == 2, (out, refused.output)
+        assert "is the ledger or one of its files: give another file" in refused.stderr
+    records = db.parent / "in.jsonl"
+    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
+    records.write_text(json.dumps({"id": "r", "conversations": turns}) + "\n")
+    batch = run(db, "trajectories", "compress", str(records), str(db))
+    assert batch.exit_code == 2 and "OUT " in batch.stderr, batch.output
+    assert db.read_bytes() == before and run(db, "verify").exit_code == 0
+    assert run(db, "export", sid, "--out", str(db.parent / "fine.json")).exit_code == 0
+
+
+def test_the_ledger_s_files_are_refused_through_a_link_to_it(
+    imported: tuple[Path, str],
+) -> None:
+    """Review 1 of session 40: with a symlinked --db the side files kept beside the
+    link's name (`.head`, `.lock`, `.leases/`) were written over (`verify` then FAILED
+    on the anchor), and so was a hard link to a side file."""
+    db, sid = imported
+    link = db.parent / "link.db"
+    link.symlink_to(db)
+    head = Path(f"{db}.head")
+    assert head.exists()
+    os.link(head, db.parent / "hard.head")
+    named = [Path(f"{link}.head"), Path(f"{link}.lock"), Path(f"{link}.leases") / "k"]
+    named += [db.parent / "hard.head", Path(f"{db}.lock")]
+    for out in named:
+        refused = run(link, "export", sid, "--out", str(out))
+        assert refused.exit_code == 2, (out, refused.output)
+        assert "is the ledger or one of its files" in refused.stderr
+    assert run(link, "verify").exit_code == 0
+
+
+def test_replay_out_is_never_a_ledger_file_and_export_out_dash_is_stdout(
+    imported: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 1 of session 40: `replay S --out L.db-journal` made a what-if ledger in
+    the name of the ledger's side file, and `export S --out -` wrote a file named "-"
+    where the help says stdout."""
+    db, sid = imported
+    journal = Path(f"{db}-journal")
+    refused = run(db, "replay", sid, "--out", str(journal))
+    assert refused.exit_code == 2 and "is the ledger or one of its files" in refused.stderr
+    assert not journal.exists()
+    monkeypatch.chdir(db.parent)
+    dashed = run(db, "export", sid, "--out", "-")
+    assert dashed.exit_code == 0 and not (db.parent / "-").exists()
+    assert dashed.stdout == run(db, "export", sid).stdout and dashed.stderr == ""
+
+
+@pytest.mark.parametrize("how", ["env", "default"])
+def test_trajectories_out_is_never_the_ledger_however_it_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Review 1 of session 40: OUT was checked against the ledger only with an explicit
+    --db; the ledger $CTXLEDGER_DB or the default names was written over with JSONL."""
+    if how == "env":
+        db = tmp_path / "env.db"
+        monkeypatch.setenv("CTXLEDGER_DB", str(db))
+    else:
+        monkeypatch.delenv("CTXLEDGER_DB", raising=False)
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        db = tmp_path / "data" / "ctxledger" / "ctxledger.db"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["demo", "--turns", "2"]).exit_code == 0
+    before = db.read_bytes()
+    records = tmp_path / "in.jsonl"
+    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
+    records.write_text(json.dumps({"id": "r", "conversations": turns}) + "\n")
+    batch = runner.invoke(cli, ["trajectories", "compress", str(records), str(db)])
+    assert batch.exit_code == 2 and "is the ledger or one of its files" in batch.stderr
+    assert db.read_bytes() == before
+
+
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "sharegpt"])
 def test_export_then_import_gives_the_same_messages(
     imported: tuple[Path, str], tmp_path: Path, fmt: str
@@ -500,6 +597,35 @@ def _tool_loop_ledger(tmp_path: Path) -> tuple[Path, str]:
     path.write_text(json.dumps(messages))
     db = tmp_path / "l.db"
     return db, run(db, "import", str(path), "--context-length", "16000").output.split()[-1]
+
+
+def test_a_compaction_that_leaves_the_view_over_the_window_says_so(
+    tmp_path: Path, imported: tuple[Path, str]
+) -> None:
+    """Session 40's sweep: a first message of 50,000 characters (kept verbatim: the head)
+    left the continuation at 20,318 tokens of a 16,000-token window, and `compress`
+    printed "Tokens: 40,354 → 20,318" and nothing else, as if it were done."""
+    words = " ".join(f"w{i % 997}" for i in range(12_000))
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": words}]
+    for i in range(30):
+        messages += [
+            {"role": "user", "content": f"turn {i} " + "ask " * 150},
+            {"role": "assistant", "content": f"reply {i} " + "answer " * 150},
+        ]
+    path = tmp_path / "long-head.json"
+    path.write_text(json.dumps(messages))
+    db = tmp_path / "l.db"
+    sid = run(db, "import", str(path), "--context-length", "16000").stdout.split()[0]
+    over = "tokens, more than the session's 16,000-token window: no model call can take it"
+    dry = run(db, "compress", sid, "--dry-run")
+    assert dry.exit_code == 0 and "warning:" not in dry.stdout
+    assert dry.stderr.startswith("warning: the continuation would hold ") and over in dry.stderr
+    done = run(db, "compress", sid, "--json")
+    tokens = json.loads(done.stdout)["tokens_after"]
+    assert tokens > 16_000
+    assert done.stderr == f"warning: the continuation holds {tokens:,} {over} as it is\n"
+    normal_db, normal = imported  # (a compaction that fits: no warning)
+    assert run(normal_db, "compress", normal).stderr == ""
 
 
 def test_the_dry_run_names_the_messages_of_its_range_it_keeps(tmp_path: Path) -> None:

@@ -260,6 +260,29 @@ def test_cli_diff_json_and_colored_terminal_output(
     assert bad.exit_code == 2 and "error:" in bad.output
 
 
+def test_cli_diff_of_one_session_names_the_what_if_options(chain: tuple[Ledger, str]) -> None:
+    """Session 39's sweep: ``diff SESSION`` alone said "give two references to compare,
+    or one compaction id", the library's words (``GET /v1/diff`` has no what-if); the
+    CLI's ``--config``/``--loop``/``--summarizer`` (a chain vs its what-if) went unnamed.
+    And ``diff A B --loop L`` blamed ``--config``, which was not given."""
+    ledger, tip = chain
+    db = ledger.store.path
+    runner = CliRunner()
+    alone = runner.invoke(cli, ["--db", db, "diff", tip])
+    assert alone.exit_code == 2, alone.output
+    (line,) = alone.output.splitlines()
+    assert line.startswith("error: give two references to compare, one compaction id")
+    for option in ("--config FILE", "--loop LOOP", "--summarizer KIND", "what-if replay"):
+        assert option in line, line
+    with pytest.raises(InvalidInput, match=r"^give two references to compare, or one compaction"):
+        diff(ledger, tip)  # (the library's words stay: the HTTP API offers no what-if)
+    both = runner.invoke(cli, ["--db", db, "diff", tip, tip, "--loop", "hermes"])
+    assert both.exit_code == 2
+    assert both.output.startswith("error: --loop compares A with its own what-if"), both.output
+    two = runner.invoke(cli, ["--db", db, "diff", tip, "--summarizer", "offline", "--b-db", db])
+    assert two.output.startswith("error: --summarizer compares A"), two.output
+
+
 def test_cli_diff_against_a_what_if_with_the_recorded_config_is_empty(
     chain: tuple[Ledger, str], tmp_path: Path
 ) -> None:

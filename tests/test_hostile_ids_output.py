@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from helpers.ledger_helpers import SMALL, compact_now, session_with_turns
 
+from ctxledger.analysis.listing import session_rows
 from ctxledger.cli.main import cli
 from ctxledger.ledger.facade import Ledger
 from ctxledger.terminal import TABLE_MIN_WIDTH, PlainConsole, inline, plain
@@ -192,6 +193,54 @@ def test_a_narrow_terminal_wraps_a_table_rather_than_cutting_its_columns(
         (["root", "m-1", "0"], ["live", sids[1]]),
     ]
     assert int(rows[0][3]) > 0 and rows[1][3] == "0"
+    assert max(map(len, lines)) <= TABLE_MIN_WIDTH
+
+
+def test_the_sessions_table_never_cuts_a_figure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 40's sweep: on 80 columns a session of 2,109,639 tokens showed `2,109…`
+    in `sessions`, read as 2,109 (its kind, model and state words were cut too)."""
+    path = tmp_path / "big.db"
+    with Ledger.open(str(path)) as ledger:
+        sid = ledger.start_session(model="deepseek/deepseek-chat", context_length=16_000)
+        row = session_rows(ledger)[0]
+    big = {**row, "kind": "continuation", "messages": 19_443, "tokens": 2_109_639}
+    ended = {**big, "ended": True, "end_reason": "compression", "messages": 7}
+    monkeypatch.setattr("ctxledger.cli.ledger_commands.session_rows", lambda _: [big, ended])
+    lines = run(path, "sessions").output.splitlines()
+    rows = [[c.strip() for c in x.split("│")[1:-1]] for x in lines if x.startswith("│")]
+    assert [(r[2], r[3], r[5]) for r in rows if r[5]] == [
+        ("19443", "2,109,639", sid),
+        ("7", "2,109,639", sid),
+    ]
+    assert max(map(len, lines)) <= TABLE_MIN_WIDTH
+
+
+@pytest.mark.parametrize("id_length", [32, 44, 48])
+@pytest.mark.parametrize("tokens", [2_109_639, 123_456_789_012])
+def test_the_sessions_table_keeps_a_mark_of_every_word_and_the_whole_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, id_length: int, tokens: int
+) -> None:
+    """Review 1 of session 40: with the figures never cut, an id of 41-48 characters
+    (kept on one line) squeezed kind, model and state to nothing ("ended" was gone with
+    no mark), and with 12-digit tokens a 48-character id lost its last character."""
+    path = tmp_path / "wide.db"
+    sid = ("run-2025-" + "abcdefghijklmnopqrstuvwxyz0123456789" * 2)[:id_length]
+    with Ledger.open(str(path)) as ledger:
+        ledger.start_session(model="x", context_length=16_000, session_id=sid)
+        row = session_rows(ledger)[0]
+    model = "anthropic/claude-sonnet-4-20250514"
+    ended = {**row, "kind": "continuation", "model": model, "messages": 19_443}
+    ended |= {"tokens": tokens, "ended": True, "end_reason": "compression"}
+    monkeypatch.setattr("ctxledger.cli.ledger_commands.session_rows", lambda _: [ended])
+    lines = run(path, "sessions").output.splitlines()
+    cells = [[c.strip() for c in x.split("│")[1:-1]] for x in lines if x.startswith("│")]
+    kind, shown_model, messages, figure, state, _ = cells[0]
+    assert (messages, figure) == ("19443", f"{tokens:,}")
+    for word, whole in ((kind, "continuation"), (shown_model, model), (state, "ended")):
+        assert len(word) >= 3 and (word == whole or whole.startswith(word.rstrip("…"))), word
+    assert "".join(c[5] for c in cells) == sid
     assert max(map(len, lines)) <= TABLE_MIN_WIDTH
 
 

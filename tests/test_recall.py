@@ -13,7 +13,14 @@ from helpers.ledger_helpers import SMALL, deterministic_ledger
 
 from ctxledger.analysis.agent_tools import EXPAND_TOOL, RECALL_TOOL, handle_tool_call
 from ctxledger.analysis.compactions import chain_compactions
-from ctxledger.analysis.recall import MAX_QUERY_TERMS, SearchIndex, expand, fts_terms, recall
+from ctxledger.analysis.recall import (
+    MAX_LIMIT,
+    MAX_QUERY_TERMS,
+    SearchIndex,
+    expand,
+    fts_terms,
+    recall,
+)
 from ctxledger.analysis.redacted import occurrences
 from ctxledger.cli.main import cli
 from ctxledger.compressor.redact import redact_message
@@ -449,6 +456,24 @@ def test_hits_cut_by_the_limit_are_said_to_be_more(tmp_path: Path) -> None:
         assert (said in out) is more and (out[-1] == said) is more
         as_json = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
         assert as_json["more"] is more and len(as_json["hits"]) == min(limit, 15)
+
+
+def test_the_limit_s_bound_is_in_the_help_and_the_last_line_at_it(tmp_path: Path) -> None:
+    """`recall --help` said `x>=1` while the library refuses more than 100, and at 100
+    hits with more matching the last line still said `(--limit N)`: a larger N is refused."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    sid = ledger.start_session(model="m", context_length=16_000)
+    ledger.append_messages(sid, [{"role": "user", "content": f"zebra {i}"} for i in range(101)])
+    ledger.close()
+    help_text = " ".join(CliRunner().invoke(cli, ["recall", "--help"]).output.split())
+    assert f"1<=x<={MAX_LIMIT}" in help_text and MAX_LIMIT == 100
+    args = ["--db", str(tmp_path / "l.db"), "recall", sid, "zebra", "--limit"]
+    last = CliRunner().invoke(cli, [*args, "100"]).output.splitlines()[-1]
+    assert last == (
+        "more messages match: the newest 100 are shown (the most --limit shows: narrow the query)"
+    )
+    over = CliRunner().invoke(cli, [*args, "101"])
+    assert over.exit_code == 2 and "101 is not in the range 1<=x<=100" in over.output
 
 
 def test_more_counts_the_any_word_hits_when_no_message_holds_every_word(tmp_path: Path) -> None:

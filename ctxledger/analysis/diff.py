@@ -40,7 +40,7 @@ from ctxledger.analysis.compactions import (
 )
 from ctxledger.analysis.refs import ledger_ref, parse_ref
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
-from ctxledger.errors import InvalidInput, UnknownSession
+from ctxledger.errors import InvalidInput, OneReference, UnknownSession
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON, role_of
 from ctxledger.projections.transcript import TranscriptProjection, load_bodies
@@ -542,7 +542,7 @@ def diff(
         name, seq = ledger_ref(ledger, a_ref)
         if seq is not None or not is_compaction_ref(ledger, name):
             _check_named(ledger, name, seq)  # a reference to nothing is named as such first
-            raise InvalidInput(
+            raise OneReference(
                 "give two references to compare, or one compaction id (before vs after)"
             )
         before, after = compaction_views(ledger, find_compaction(ledger, name))

@@ -23,13 +23,14 @@ from ctxledger.analysis.audit import (
 )
 from ctxledger.analysis.compactions import is_compaction_ref, resolve_session_ref
 from ctxledger.analysis.diff import DiffReport, SummaryDiff, diff, diff_views, session_view
-from ctxledger.analysis.recall import expand, recall
+from ctxledger.analysis.recall import MAX_LIMIT, expand, recall
 from ctxledger.analysis.redacted import redacted_report
 from ctxledger.analysis.replay import DriftReport
 from ctxledger.analysis.undo import undo
 from ctxledger.cli.app import (
     POSITIVE,
     REF,
+    AsciiIntRange,
     cli,
     config_file_option,
     console,
@@ -43,7 +44,7 @@ from ctxledger.cli.app import (
     summarizer_option,
 )
 from ctxledger.cli.progress import spinner
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidInput, OneReference
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
@@ -206,6 +207,10 @@ def _print_diff(report: DiffReport | SummaryDiff) -> None:
     console.print(f"{summary}; {report.token_delta:+,} tokens")
 
 
+#: the options that make ``diff A`` compare A's chain with its what-if replay
+_WHATIF_OPTIONS = ("--config", "--summarizer", "--loop")
+
+
 @cli.command("diff")
 @click.argument("a", type=REF)
 @click.argument("b", type=REF, required=False)
@@ -239,14 +244,17 @@ def diff_cmd(
 ) -> None:
     """Differences between A and B: sessions, SESSION@SEQ points (see show --help) or compactions.
 
-    With only A (a compaction): the view it replaced vs the view it made.
+    With only A (a compaction): the view it replaced vs the view it made. With only A
+    and --config, --summarizer or --loop: A's chain vs its what-if replay.
     """
     loop = None if loop is None else check_loop(loop)  # (before the ledger is opened)
     ledger = state_of(ctx).ledger(reads=True)
-    if any(x is not None for x in (config_path, summarizer_kind, loop)):
+    values = (config_path, summarizer_kind, loop)
+    whatif = [o for o, x in zip(_WHATIF_OPTIONS, values, strict=True) if x is not None]
+    if whatif:
         if b is not None or b_db is not None:
             raise InvalidInput(
-                "--config compares A with its own what-if replay: give no B and no --b-db"
+                f"{'/'.join(whatif)} compares A with its own what-if replay: give no B and no --b-db"
             )
         with spinner(ctx, f"replaying the history of {a} (what-if)"):
             report: DiffReport | SummaryDiff = _whatif_diff(
@@ -260,7 +268,14 @@ def diff_cmd(
         with reading_ledger(b_db, "--b-db") as other:
             report = diff(ledger, a, b, b_ledger=other)
     else:
-        report = diff(ledger, a, b)
+        try:
+            report = diff(ledger, a, b)
+        except OneReference as exc:  # (the library's words name no option: this face has some)
+            raise OneReference(
+                "give two references to compare, one compaction id (before vs after), or one"
+                " session with --config FILE, --loop LOOP or --summarizer KIND (its chain vs"
+                " its what-if replay)"
+            ) from exc
     if as_json:
         emit_json(report)
     else:
@@ -331,7 +346,14 @@ def trace_cmd(ctx: click.Context, session: str, fact: str, as_json: bool) -> Non
 @cli.command("recall")
 @click.argument("session", type=REF)
 @click.argument("query")
-@click.option("--limit", type=POSITIVE, default=10, show_default=True)
+@click.option(
+    "--limit",
+    # (the library's bound, in the help: `x>=1` sent a user to --limit 500, refused)
+    type=AsciiIntRange(min=1, max=MAX_LIMIT),
+    default=10,
+    show_default=True,
+    help="Show at most this many messages, the newest.",
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -359,11 +381,9 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
         )
         console.print("  " + " ".join(hit.snippet.split()), markup=False)
     if result.more:
-        console.print(
-            styled(
-                (f"more messages match: the newest {len(result.hits)} are shown (--limit N)", "dim")
-            )
-        )
+        shown = len(result.hits)
+        how = "--limit N" if shown < MAX_LIMIT else "the most --limit shows: narrow the query"
+        console.print(styled((f"more messages match: the newest {shown} are shown ({how})", "dim")))
 
 
 @cli.command("expand")

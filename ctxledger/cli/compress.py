@@ -144,10 +144,35 @@ def compress(
     except SummarizerError as exc:  # an aborting failure (auth, network): nothing changed
         _print_abort(ledger, sid, exc, as_json=as_json)
         ctx.exit(1)
+    for warning in _size_warnings(outcome, view.context_length, config):
+        echo(f"warning: {warning}", err=True)
     if as_json:
         emit_json({**plan_json(outcome, ids), "notes": notes})
         return
     _print_outcome(sid, outcome, system_prompt=ids[:1] == [None])
+
+
+def _size_warnings(outcome: CompactionOutcome, window: int, config: CompressionConfig) -> list[str]:
+    """What a compaction (or its dry run) leaves too large: a continuation over the
+    session's window, or still at the threshold. The headline's "40,354 → 20,318" alone
+    read as done on a 16,000-token window (what it keeps verbatim, a long first message
+    or a pinned one, can be that large)."""
+    if outcome.action not in ("compressed", "dry_run"):
+        return []
+    tokens, threshold = outcome.tokens_after, config.threshold_tokens(window)
+    verb = "would hold" if outcome.action == "dry_run" else "holds"
+    holds = f"the continuation {verb} {tokens:,} tokens"
+    if tokens > window:
+        return [
+            f"{holds}, more than the session's {window:,}-token window: "
+            "no model call can take it as it is"
+        ]
+    if tokens >= threshold:
+        return [
+            f"{holds}, at or over the compaction threshold ({threshold:,} of the "
+            f"{window:,}-token window): it is due for compaction again"
+        ]
+    return []
 
 
 def _print_abort(ledger: Ledger, sid: str, exc: SummarizerError, *, as_json: bool) -> None:

@@ -24,6 +24,7 @@ from ctxledger.cli.app import (
     emit_json,
     handle_errors,
     json_text,
+    refuse_ledger_file,
     state_of,
     summarizer_option,
 )
@@ -48,7 +49,7 @@ from ctxledger.ledger.facade import Ledger
     "out_path",
     type=FilePath(dir_okay=False, path_type=Path),
     default=None,
-    help="Write to a file instead of stdout.",
+    help="Write to a file instead of stdout ('-': stdout).",
 )
 @click.pass_context
 @handle_errors
@@ -57,6 +58,10 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
 
     SESSION@SEQ reads as in `show --help` (an id holding @, an ambiguous one).
     """
+    if out_path is not None and str(out_path) == "-":  # (it wrote a file named "-")
+        out_path = None
+    if out_path is not None:
+        refuse_ledger_file(out_path, state_of(ctx).db, "--out")
     ledger = state_of(ctx).ledger(reads=True)
     ref, seq = ledger_ref(ledger, session)
     sid = ledger.resolve(ref)
@@ -152,7 +157,7 @@ def trajectories_compress(
     from ctxledger.trajectories.record import written_keys
 
     state = state_of(ctx)
-    stream = _checked_out(in_path, out_path, recording=state.explicit)
+    stream = _checked_out(in_path, out_path, ledger=state.db, recording=state.explicit)
     if state.explicit and (is_url(state.db) or os.path.lexists(state.db)):
         state.ledger()  # opened first: a file that is no ledger is refused before OUT is written
     config = TrajectoryConfig(
@@ -219,9 +224,12 @@ def _record(
     return {"recorded_sessions": recorded, "not_recorded": skipped}
 
 
-def _checked_out(in_path: Path, out_path: Path, *, recording: bool) -> bool:
+def _checked_out(in_path: Path, out_path: Path, *, ledger: str, recording: bool) -> bool:
     """Whether OUT is a stream (a FIFO, /dev/null); InvalidInput when OUT cannot be
-    written as asked (IN itself, a missing folder, a stream to record from)."""
+    written as asked (IN itself, a missing folder, the ledger or one of its files,
+    however it was named: --db, $CTXLEDGER_DB, the default; when `recording`, an
+    explicit --db records the run: a stream)."""
+    refuse_ledger_file(out_path, ledger, "OUT")
     if in_path.resolve() == out_path.resolve():
         raise InvalidInput("OUT must differ from IN")
     if not out_path.resolve().parent.is_dir():

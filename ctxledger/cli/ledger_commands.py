@@ -29,6 +29,7 @@ from ctxledger.cli.app import (
     json_option,
     note,
     quiet_option,
+    refuse_ledger_file,
     state_of,
     summarizer_option,
 )
@@ -43,10 +44,13 @@ from ctxledger.ledger.importing import import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import audio_reference, content_text, refusal_text
-from ctxledger.terminal import inline, styled
+from ctxledger.terminal import TABLE_MIN_WIDTH, inline, styled
 
-#: the longest session id the sessions table keeps on one line (generated ids: 32)
-_ONE_LINE_ID = 48
+#: the least the sessions table's word columns (kind, model, state) keep: "live", or
+#: three letters and "…"; the figures are never cut, the id folds first
+_WORD_MIN = 4
+#: the sessions table's rules and cell padding (6 columns: 7 rules, 2 spaces each)
+_SESSIONS_FRAME = 7 + 6 * 2
 
 
 def _from_stdin(text: str, fmt: str | None) -> list[ImportedSession]:
@@ -130,22 +134,39 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
             "`ctxledger demo` plays a generated one",
             err=True,
         )
-    table = Table("kind", "model", "messages", "tokens", "state")
-    # an id is kept on one line to be copied whole, unless one is so long (a caller
-    # may choose ids) that it would squeeze every other column to nothing: then folded
-    long_ids = any(len(inline(r["session_id"])) > _ONE_LINE_ID for r in rows)
-    table.add_column("session", no_wrap=not long_ids, overflow="fold")
-    for r in rows:
-        state = f"ended ({r['end_reason']})" if r["ended"] else "live"
-        table.add_row(
+    console.print(_sessions_table(rows))
+
+
+def _sessions_table(rows: list[dict[str, Any]]) -> Table:
+    """A figure is never cut on a narrow line ("2,109…" was shown for 2,109,639 tokens
+    on 80 columns) and each word keeps :data:`_WORD_MIN` columns (cut with "…", whole
+    in --json). An id is kept on one line to be copied whole while it fits in what is
+    left; a longer one folds (a 44-character id squeezed the words to nothing)."""
+    table = Table(Column("kind", min_width=_WORD_MIN), Column("model", min_width=_WORD_MIN))
+    table.add_column("messages", no_wrap=True)
+    table.add_column("tokens", no_wrap=True)
+    table.add_column("state", min_width=_WORD_MIN)
+    cells = [
+        (
             str(r["kind"]),
             str(r["model"]),
             str(r["messages"]),
             f"{r['tokens']:,}",
-            state,
+            f"ended ({r['end_reason']})" if r["ended"] else "live",
             str(r["session_id"]),
         )
-    console.print(table)
+        for r in rows
+    ]
+    figures = sum(
+        max([len(head), *(len(c[i]) for c in cells)])
+        for i, head in ((2, "messages"), (3, "tokens"))
+    )
+    room = max(console.width, TABLE_MIN_WIDTH) - _SESSIONS_FRAME - figures - 3 * _WORD_MIN
+    long_ids = any(len(inline(c[5])) > room for c in cells)
+    table.add_column("session", no_wrap=not long_ids, overflow="fold")
+    for c in cells:
+        table.add_row(*c)
+    return table
 
 
 @cli.command()
@@ -184,6 +205,10 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
     messages = transcript.api_messages(sid)
     tokens = transcript.api_tokens(sid)
     ids: list[str | None] = [None] * int(view.system_prompt is not None) + list(view.live)
+    if seq is None and view.ended and not as_json:  # (read as the view the model gets)
+        tip = ledger.tip(sid)
+        live = f"; the chain's live view is {tip}'s" if tip != sid else ""
+        note(f"{sid} ended ({view.end_reason}): this is its last view{live}")
     if as_json:
         pinned = set(view.pinned)
         emit_json(
@@ -359,7 +384,10 @@ def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: b
         console.print(
             f"ok: {report.events_checked:,} events and {report.blobs_checked:,} blobs verify"
         )
-        console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
+        if report.head_seq is None:  # ("head: seq None hash None", to keep for --expect-head)
+            console.print("head: none (the log is empty)")
+        else:
+            console.print(f"head: seq {report.head_seq} hash {report.head_hash}")
         if report.warning:
             console.print(f"warning: {report.warning}")
     else:
@@ -418,6 +446,8 @@ def replay(
     """
     if loop is not None:
         loop = check_loop(loop)  # (before the ledger is opened)
+    if out_path is not None:  # (`--out L.db.head` made a ledger in the anchor's name)
+        refuse_ledger_file(out_path, state_of(ctx).db, "--out")
     ledger = state_of(ctx).ledger(reads=True)
     sid = ledger.resolve(session)
     if any(x is not None for x in (config_path, summarizer_kind, out_path, loop)):

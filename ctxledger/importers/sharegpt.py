@@ -144,16 +144,20 @@ def _without(text: str, found: list[tuple[int, int, str]]) -> str:
     return "".join(pieces) + text[done:]
 
 
-def _responses(value: str) -> list[tuple[str | None, str | None, Any, dict[str, Any]]]:
-    """(call id, name, content, other fields) of each response in a tool turn."""
+#: (call id, name, content, other fields, whether it is a JSON object) of a response
+_Response = tuple[str | None, str | None, Any, dict[str, Any], bool]
+
+
+def _responses(value: str) -> list[_Response]:
+    """The responses (:data:`_Response`) in a tool turn."""
     found = [raw for _, _, raw in blocks(value, "tool_response")]
     if not found:
-        return [(None, None, value, {})]
-    out: list[tuple[str | None, str | None, Any, dict[str, Any]]] = []
+        return [(None, None, value, {}, False)]
+    out: list[_Response] = []
     for raw in found:
         obj = _decode_object(raw)
         if obj is None or "content" not in obj:
-            out.append((None, None, raw.strip(), {}))
+            out.append((None, None, raw.strip(), {}, False))
             continue
         cid = obj.get("tool_call_id")
         name = obj.get("name")
@@ -164,6 +168,7 @@ def _responses(value: str) -> list[tuple[str | None, str | None, Any, dict[str, 
                 name if isinstance(name, str) else None,
                 obj["content"],
                 rest,
+                True,
             )
         )
     return out
@@ -176,7 +181,7 @@ def _issued(b: SessionBuilder) -> set[str]:
 def _tool_turn(
     b: SessionBuilder, value: str, extras: dict[str, Any], pending: _Pending, i: int, origin: Origin
 ) -> None:
-    for call_id, name, content, rest in _responses(value):
+    for call_id, name, content, rest, structured in _responses(value):
         pair = pending.take(call_id, name)
         if pair is None:
             raise b.src.error(
@@ -192,7 +197,10 @@ def _tool_turn(
         msg["content"] = (
             content if isinstance(content, str) else msgspec.json.encode(content).decode()
         )
-        msg["name"] = name if name is not None else call["function"]["name"]
+        if name is not None or not structured:
+            # text alone is named after its call; a JSON response keeps what it says:
+            # an export, which names no response its message did not, imports as it was
+            msg["name"] = name if name is not None else call["function"]["name"]
         b.add(msg, origin)
 
 

@@ -44,6 +44,23 @@ def test_openai_history_exports_to_other_formats_and_back(fmt: str) -> None:
     assert back.messages[1]["reasoning_content"] == "Look at the file first."
 
 
+def test_a_sharegpt_export_imports_back_to_the_same_export() -> None:
+    """Session 39: export sharegpt -> import -> export was not a fixed point. A tool
+    message without a ``name`` (OpenAI's shape) is exported without one, and the importer
+    named it after its call; the second export then held names the first had not. A
+    response's own name is kept, and plain-text tool output is still named after its call
+    (``test_sharegpt_plain_tool_turn_answers_the_pending_call``)."""
+    conversation = openai_conversation()
+    conversation["messages"][4]["name"] = "read_file"  # one named, one not
+    (s,) = parse_openai(json.dumps(conversation))
+    first = export_session(s, "sharegpt")
+    (back,) = parse_sharegpt(first)
+    assert export_session(back, "sharegpt") == first
+    tools = [m for m in back.messages if m["role"] == "tool"]
+    assert tools == [m for m in s.messages if m["role"] == "tool"]
+    assert [m.get("name") for m in tools] == [None, "read_file"]
+
+
 def test_export_puts_the_system_message_first_and_rejects_unknown_formats() -> None:
     doc = json.loads(export_messages("sys", [{"role": "user", "content": "hi"}], "openai"))
     assert doc == {

@@ -13,6 +13,7 @@ both, so OpenAI is the right default there.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, BinaryIO
@@ -271,6 +272,35 @@ def load_text(
     if fmt in PATH_FORMATS:
         raise ImportFormatError(f"the {fmt} format is read from a file, not from text", path=path)
     return IMPORTERS[fmt](text, path=path)
+
+
+def file_digest(data: bytes | None, path: str) -> str:
+    """The SHA-256 (hex) of an input: of `data` read, else of the regular file at `path`
+    (a ``hermes_db`` store, opened by name: no pipe), read in chunks. A repeated import
+    of the same input is told by it (``ledger.importing.IMPORT_DIGEST``)."""
+    digest = hashlib.sha256()
+    if data is not None:
+        digest.update(data)
+        return digest.hexdigest()
+    with _opened(path, pipes=False) as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_file(
+    path: str | os.PathLike[str], format: str | None = None, *, max_bytes: int | None = None
+) -> tuple[list[ImportedSession], str]:
+    """:func:`load` of the file at `path`, with the digest of the bytes it read
+    (:func:`file_digest`): the file is read once, also when it is a pipe."""
+    name = os.fspath(path)
+    fmt = format_name(format) if format is not None else None
+    data = None if fmt in PATH_FORMATS else read_input_file(name, max_bytes)
+    if data is not None and not (fmt is None and data.startswith(SQLITE_HEADER)):
+        digest, text = file_digest(data, name), _utf8(data, name)
+        del data  # (the bytes are not kept while the text is parsed)
+        return IMPORTERS[fmt or _detect_text(text, name)](text, path=name), digest
+    return load(name, "hermes_db", max_bytes=max_bytes), file_digest(None, name)
 
 
 def load(

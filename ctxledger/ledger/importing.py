@@ -29,6 +29,7 @@ from ctxledger.events import (
     MessageAppended,
     SessionEnded,
     SessionReason,
+    SessionStarted,
     SessionSwitched,
     SummaryGenerated,
     UsageReported,
@@ -39,6 +40,7 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import MAX_MODEL_CHARS, MAX_REASON_CHARS, check_name
 from ctxledger.messages import JSON, check_system_role, content_text, stored_role, validate_messages
+from ctxledger.projections.chains import Lineage
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages
 from ctxledger.usage import normalize_usage
 
@@ -52,6 +54,11 @@ SOURCE_SUMMARY_OPENERS: tuple[str, ...] = (
     "[CONTEXT SUMMARY]:",
     "Another language model started to solve this problem",
 )
+#: the ``SessionStarted.config`` key holding the SHA-256 of the input a session was
+#: imported from (``importers.detect.file_digest``): a second import of the same input
+#: is told by it. A key of the config snapshot, as ``spec.LOOP_KEY``: a version that
+#: does not know it ignores it (``CompressionConfig.from_snapshot``).
+IMPORT_DIGEST = "import_sha256"
 
 
 @dataclass
@@ -108,11 +115,13 @@ def import_sessions(
     model: str | None = None,
     context_length: int | None = None,
     encoding: str = DEFAULT_ENCODING,
+    digest: str | None = None,
 ) -> list[str]:
     """Append every session as events in one transaction. Returns the new session ids, in order.
 
     `model` is recorded for a session whose file names none (the file's own wins);
-    `context_length` overrides the file's window for every session.
+    `context_length` overrides the file's window for every session; `digest` (the
+    input's SHA-256) is recorded on each session's start (:data:`IMPORT_DIGEST`).
     """
     if not sessions:
         raise InvalidInput("nothing to import: the file holds no messages")
@@ -131,10 +140,29 @@ def import_sessions(
             done[s.key] = _events(
                 ledger, s, keys, compressed, parent, (model, context_length, encoding)
             )
+            if digest is not None:
+                _record_digest(done[s.key].events, digest)
         except InvalidInput as exc:  # say which conversation of the file is bad
             raise type(exc)(f"session {s.key!r}: {exc}") from exc
     ledger.append([AppendRequest(done[s.key].sid, done[s.key].events, 0) for s in ordered])
     return [keys[s.key] for s in ordered]
+
+
+def _record_digest(events: list[Event], digest: str) -> None:
+    start = events[0]
+    assert isinstance(start, SessionStarted)
+    events[0] = msgspec.structs.replace(start, config={**start.config, IMPORT_DIGEST: digest})
+
+
+def earlier_import(ledger: Ledger, digest: str) -> Lineage | None:
+    """The first session imported from an input of this `digest` (:data:`IMPORT_DIGEST`),
+    or None (sessions imported before the digest was recorded are not found)."""
+    views = ledger.transcript.state.sessions
+    for lineage in ledger.sessions():
+        view = views.get(lineage.session_id)
+        if view is not None and view.config.get(IMPORT_DIGEST) == digest:
+            return lineage
+    return None
 
 
 def _events(

@@ -1,0 +1,112 @@
+"""An import's events are made as the store takes them and appended chunk by chunk in
+one transaction (session 40): the log it writes is byte for byte the log the whole
+import wrote before (``tests/golden/import_streamed.db``, written by main at 59ebcf6
+from the same input, ids and clock: :func:`import_into`); a bad message late in the
+file appends nothing; the importer's messages are read as the store takes them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxledger.errors import InvalidInput
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.importers.detect import load_text
+from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.importing import import_sessions
+from ctxledger.limits import MAX_MODEL_CHARS
+
+GOLDEN = Path(__file__).parent / "golden" / "import_streamed.db"
+
+
+def _conversation(n: int) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages: list[dict[str, Any]] = [{"role": "system", "content": f"prompt {n}"}]
+    for i in range(40 + n * 7):
+        if i % 9 == 3:  # a re-used call id: repaired, recorded
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": "c1", "content": f"out {i} é"})
+        else:
+            usage = {"prompt_tokens": 10 + i, "completion_tokens": 2, "total_tokens": 12 + i}
+            messages.append({"role": "user", "content": f"q{n}.{i} \u2028"})
+            messages.append({"role": "assistant", "content": f"a{n}.{i}", "usage": usage})
+    if n == 1:  # a content the store keeps as a blob
+        messages.append({"role": "user", "content": "long " + "x" * 70_000})
+    return {"id": f"conv-{n}", "model": f"model-{n}", "messages": messages}
+
+
+def input_text() -> str:
+    """Three conversations, one a line (OpenAI JSONL)."""
+    return "".join(json.dumps(_conversation(n)) + "\n" for n in range(3))
+
+
+def import_into(db: Path) -> list[str]:
+    """`input_text` imported into a new ledger at `db` with counted ids and clock (what
+    main wrote the golden file with)."""
+    ids, ticks = count(), count()
+    store = SQLiteEventStore(db)
+    ledger = Ledger(
+        store, clock=lambda: 1_767_225_600.0 + next(ticks), ids=lambda p: f"{p}_{next(ids):06d}"
+    )
+    try:
+        sessions = load_text(input_text(), "openai", path="conversations.jsonl")
+        return import_sessions(ledger, sessions)
+    finally:
+        ledger.close()
+
+
+def dump(db: Path) -> list[list[tuple[object, ...]]]:
+    conn = sqlite3.connect(db)
+    try:
+        return [
+            conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("events", "streams", "blobs")
+        ]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_the_streamed_import_writes_the_log_the_whole_import_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
+) -> None:
+    from ctxledger.eventstore import streamed
+
+    if chunk is not None:  # chunk edges inside sessions, between a message and its usage
+        monkeypatch.setattr(streamed, "CHUNK", chunk)
+    ids = import_into(tmp_path / "l.db")
+    assert len(ids) == 3
+    assert dump(tmp_path / "l.db") == dump(GOLDEN)
+
+
+def test_a_bad_message_late_in_the_file_appends_nothing(tmp_path: Path) -> None:
+    from ctxledger.eventstore import streamed
+
+    # the parser takes it; the ledger refuses the usage's model name when it makes the
+    # third session's events, after two sessions' rows were inserted
+    text = input_text()
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    reply = {
+        "role": "assistant",
+        "content": "a",
+        "usage": usage,
+        "model": "m" * (MAX_MODEL_CHARS + 1),
+    }
+    bad = json.dumps({"id": "conv-bad", "messages": [{"role": "user", "content": "ok"}, reply]})
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        before = ledger.store.last_seq()
+        sessions = load_text(text + bad + "\n", "openai")
+        old, streamed.CHUNK = streamed.CHUNK, 16
+        try:
+            with pytest.raises(InvalidInput, match="conv-bad"):
+                import_sessions(ledger, sessions)
+        finally:
+            streamed.CHUNK = old
+        assert ledger.store.last_seq() == before == 0
+        assert ledger.sessions() == []

@@ -133,8 +133,8 @@ def import_cmd(
     if not again:
         _refuse_repeat(ledger, digest, "stdin" if str(file) == "-" else shown_path(file))
     with warnings_printed():
-        ids = import_sessions(
-            ledger, sessions, model=model, context_length=context_length, digest=digest
+        ids = import_sessions(  # (not folded: the command reads nothing after it)
+            ledger, sessions, model=model, context_length=context_length, digest=digest, fold=False
         )
     for s in sessions:
         for warning in s.warnings:

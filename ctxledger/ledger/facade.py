@@ -244,15 +244,14 @@ class Ledger:
         store_quietly(self.store, requests)  # (after the commit: a failure loses only a cache)
         self.refresh()
 
-    def append_stream(self, requests: Iterable[StreamedRequest]) -> None:
-        """:meth:`append` of requests whose events may be generators (an import): checked
-        and written a chunk at a time in one transaction, then folded from their heads
-        (:mod:`ctxledger.ledger.streamappend`)."""
+    def append_stream(self, requests: Iterable[StreamedRequest], *, fold: bool = True) -> None:
+        """:meth:`append` of requests whose events may be generators (an import), a chunk
+        at a time in one transaction (:mod:`.streamappend`), folded from their heads
+        unless `fold` is False (the next :meth:`refresh` folds it)."""
         limits.check_limit_variables()
-        try:
-            append_streamed(self.transcript.state, self.store, requests)
-            self._appended = True
-        finally:
+        append_streamed(self.transcript.state, self.store, requests)
+        self._appended = True
+        if fold:
             self.refresh(heads=True)
 
     def event_fields(self, session_id: str) -> dict[str, Any]:

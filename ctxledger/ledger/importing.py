@@ -130,12 +130,14 @@ def import_sessions(
     context_length: int | None = None,
     encoding: str = DEFAULT_ENCODING,
     digest: str | None = None,
+    fold: bool = True,
 ) -> list[str]:
     """Append every session as events in one transaction. Returns the new session ids, in order.
 
     `model` is recorded for a session whose file names none (the file's own wins);
     `context_length` overrides the file's window for every session; `digest` (the
-    input's SHA-256) is recorded on each session's start (:data:`IMPORT_DIGEST`).
+    input's SHA-256) is recorded on each session's start (:data:`IMPORT_DIGEST`);
+    `fold` False leaves a streamed import unfolded (``Ledger.append_stream``).
     """
     if not sessions:
         raise InvalidInput("nothing to import: the file holds no messages")
@@ -157,10 +159,11 @@ def import_sessions(
                 done[s.key] = _events(ledger, s, keys, compressed, parent, overrides, digest)
         ledger.append([AppendRequest(done[s.key].sid, done[s.key].events, 0) for s in ordered])
     else:  # each session's events made as the store takes them (s40: the import's memory)
-        ledger.append_stream(
+        streamed = (
             StreamedRequest(keys[s.key], _streamed(ledger, s, keys, overrides, digest), 0)
             for s in ordered
         )
+        ledger.append_stream(streamed, fold=fold)
     return [keys[s.key] for s in ordered]
 
 

@@ -110,3 +110,31 @@ def test_a_bad_message_late_in_the_file_appends_nothing(tmp_path: Path) -> None:
             streamed.CHUNK = old
         assert ledger.store.last_seq() == before == 0
         assert ledger.sessions() == []
+
+
+def test_the_store_takes_the_events_as_they_are_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.eventstore import streamed
+
+    made: list[str] = []
+    seen: list[int] = []  # messages made when each chunk reached the store
+    chunks = streamed.chunks
+
+    def spying(items: Any, size: int | None = None) -> Any:
+        assert not isinstance(items, list | tuple)  # a generator, not a built list
+        for chunk in chunks(items, size):
+            seen.append(len(made))
+            yield chunk
+
+    monkeypatch.setattr(streamed, "CHUNK", 10)
+    monkeypatch.setattr(streamed, "chunks", spying)
+    ids = count()
+    with Ledger(
+        SQLiteEventStore(tmp_path / "l.db"), ids=lambda p: made.append(p) or f"{p}_{next(ids)}"
+    ) as ledger:
+        rows = [{"role": "user", "content": f"m{i}"} for i in range(200)]
+        import_sessions(ledger, load_text("\n".join(json.dumps(r) for r in rows), "openai"))
+    # the first chunk reached the store before the later messages were made (each of
+    # the three stages - validation, the ledger's checks, encoding - reads a chunk ahead)
+    assert seen[0] <= 30 < 200 <= len(made) and seen == sorted(seen)

@@ -6,6 +6,7 @@ file appends nothing; the importer's messages are read as the store takes them."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from itertools import count
@@ -84,11 +85,15 @@ def test_the_streamed_import_writes_the_log_the_whole_import_wrote(
     assert dump(tmp_path / "l.db") == dump(GOLDEN)
 
 
-def test_a_bad_message_late_in_the_file_appends_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_bad_message_late_in_the_file_appends_nothing(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str
+) -> None:
     from ctxledger.eventstore import streamed
 
     # the parser takes it; the ledger refuses the usage's model name when it makes the
-    # third session's events, after two sessions' rows were inserted
+    # fourth session's events, after three sessions' rows were inserted (SQLite; the
+    # PostgreSQL store reads each session whole before it writes)
     text = input_text()
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     reply = {
@@ -98,9 +103,12 @@ def test_a_bad_message_late_in_the_file_appends_nothing(tmp_path: Path) -> None:
         "model": "m" * (MAX_MODEL_CHARS + 1),
     }
     bad = json.dumps({"id": "conv-bad", "messages": [{"role": "user", "content": "ok"}, reply]})
-    db = tmp_path / "l.db"
-    with Ledger.open(db) as ledger:
-        before = ledger.store.last_seq()
+    if backend == "postgres":
+        server = request.getfixturevalue("pg_server")
+        target = f"{server.url}?schema=l_{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]}"
+    else:
+        target = str(tmp_path / "l.db")
+    with Ledger.open(target) as ledger:
         sessions = load_text(text + bad + "\n", "openai")
         old, streamed.CHUNK = streamed.CHUNK, 16
         try:
@@ -108,7 +116,8 @@ def test_a_bad_message_late_in_the_file_appends_nothing(tmp_path: Path) -> None:
                 import_sessions(ledger, sessions)
         finally:
             streamed.CHUNK = old
-        assert ledger.store.last_seq() == before == 0
+        assert ledger.store.last_seq() == 0
+        ledger.refresh()
         assert ledger.sessions() == []
 
 

@@ -147,3 +147,31 @@ def test_the_store_takes_the_events_as_they_are_made(
     # the first chunk reached the store before the later messages were made (each of
     # the three stages - validation, the ledger's checks, encoding - reads a chunk ahead)
     assert seen[0] <= 30 < 200 <= len(made) and seen == sorted(seen)
+
+
+def _derived_rows(db: Path, text: str) -> list[tuple[object, ...]]:
+    ids = count()
+    with Ledger(SQLiteEventStore(db), ids=lambda p: f"{p}_{next(ids)}") as ledger:
+        import_sessions(ledger, load_text(text, "openai"))
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("SELECT * FROM derived ORDER BY 1, 2").fetchall()
+    finally:
+        conn.close()
+
+
+def test_the_long_messages_derived_values_are_stored_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxledger.eventstore import streamed
+    from ctxledger.ledger import importing
+
+    long = "line of output " * 20_000  # over STORED_MIN_CHARS: facts and a count stored
+    rows = [{"role": "user", "content": "go"}, {"role": "assistant", "content": long}]
+    text = "\n".join(json.dumps(r) for r in [*rows, {"role": "user", "content": "ok"}])
+    monkeypatch.setattr(streamed, "CHUNK", 2)
+    streamed_rows = _derived_rows(tmp_path / "streamed.db", text)
+    # the whole-import path (taken when a compaction is recorded) stores them from its events
+    monkeypatch.setattr(importing, "_has_compaction", lambda ordered, compressed: True)
+    whole_rows = _derived_rows(tmp_path / "whole.db", text)
+    assert whole_rows and streamed_rows == whole_rows

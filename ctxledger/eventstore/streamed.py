@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -75,7 +75,7 @@ class LinkHeader:
         return self.start + b"".join(b",[" + bytes(part) + b"]" for part in self.lists) + b"]"
 
 
-class Prepared(NamedTuple):
+class PreparedChunk(NamedTuple):
     rows: list[Row]
     heads: list[Head]
     blobs: dict[str, bytes]
@@ -83,14 +83,14 @@ class Prepared(NamedTuple):
 
 def prepared_chunks(
     request: StreamedRequest, threshold: int, size: int | None = None
-) -> Iterator[Prepared]:
+) -> Iterator[PreparedChunk]:
     """The request's events validated and encoded (``prepare_append``), `size` at a time."""
     for chunk in chunks(request.events, size):
         one = AppendRequest(request.stream, chunk, request.expected_version)
         batches, blobs = prepare_append((one,), None, threshold)
         batch: PreparedBatch = batches[0]
         assert batch.heads is not None
-        yield Prepared(batch.rows, batch.heads, blobs)
+        yield PreparedChunk(batch.rows, batch.heads, blobs)
 
 
 def link_of(header: LinkHeader, payloads: Iterable[bytes], last: bytes) -> str:
@@ -119,14 +119,10 @@ def checked_request(request: Any, seen: set[str]) -> StreamedRequest:
     return request
 
 
-#: reads the payloads of seqs first..last (inclusive) back, in seq order
-ReadBack = Callable[[int, int], Iterable[bytes]]
-
 __all__ = [
     "CHUNK",
     "LinkHeader",
-    "Prepared",
-    "ReadBack",
+    "PreparedChunk",
     "checked_request",
     "chunks",
     "link_of",

@@ -149,7 +149,7 @@ def import_sessions(
     keys = {s.key: ledger.ids("ses") for s in ordered}
     compressed = {s.key for s in ordered if s.end_reason == "compression"}
     overrides = (model, context_length, encoding)
-    if any(s.parent_key in compressed and s.continues for s in ordered):
+    if _has_compaction(ordered, compressed):
         # a continuation ends its parent with the compaction: built whole, then appended
         done: dict[str, _Imported] = {}
         for s in ordered:
@@ -165,6 +165,11 @@ def import_sessions(
         )
         ledger.append_stream(streamed, fold=fold)
     return [keys[s.key] for s in ordered]
+
+
+def _has_compaction(ordered: Sequence[ImportedSession], compressed: set[str]) -> bool:
+    """Whether a continuation in the file records its parent's compaction."""
+    return any(s.parent_key in compressed and s.continues for s in ordered)
 
 
 @contextlib.contextmanager

@@ -71,8 +71,14 @@ class LinkHeader:
                 part += b","
             part += _json(value)
 
-    def encoded(self) -> bytes:
-        return self.start + b"".join(b",[" + bytes(part) + b"]" for part in self.lists) + b"]"
+    def hash_into(self, digest: Any) -> None:
+        """Feed the header to `digest` piece by piece (no copy of the lists joined)."""
+        digest.update(self.start)
+        for part in self.lists:
+            digest.update(b",[")
+            digest.update(memoryview(part))
+            digest.update(b"]")
+        digest.update(b"]")
 
 
 class PreparedChunk(NamedTuple):
@@ -95,7 +101,8 @@ def prepared_chunks(
 
 def link_of(header: LinkHeader, payloads: Iterable[bytes], last: bytes) -> str:
     """The sha256 link of an append: its header, then every payload in order."""
-    digest = hashlib.sha256(header.encoded())
+    digest = hashlib.sha256()
+    header.hash_into(digest)
     for payload in payloads:
         digest.update(payload)
     digest.update(last)

@@ -3,7 +3,7 @@
 ``SourceText``, ``SessionBuilder``, ``read_json`` and ``synth_call_id`` give every
 parser the same behaviour: errors carry the 1-based line of the offending record (for
 a pretty-printed JSON document the line is found lazily, only when an error is
-raised), and a session is validated with :func:`ctxledger.messages.validate_messages`
+raised), and a session is validated with :func:`ctxledger.messages.check_in_order`
 before anything is returned. ``normalize_tool_calls`` repairs OpenAI-shape tool calls
 the same way for every importer, and ``parse_conversations`` reads any chat format
 whose files hold conversation objects or messages (OpenAI, Anthropic), given its
@@ -28,7 +28,7 @@ import msgspec
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
 from ctxledger.limits import json_depth, json_problem, max_json_depth, not_json
-from ctxledger.messages import CallIdRepair, check_system_role, repair_call_ids, validate_messages
+from ctxledger.messages import CallIdRepair, check_in_order, check_system_role, repair_call_ids
 from ctxledger.usage import normalize_usage
 
 #: where a message came from: a 1-based line, a JSON path inside a document, or a description
@@ -320,7 +320,7 @@ class SessionBuilder:
         """Validate the messages (raising ImportFormatError at the culprit's line) and build the session."""
         repairs = self._dedupe_call_ids()
         try:
-            validate_messages(self.messages)
+            check_in_order(self.messages)
         except InvalidMessage as err:
             origin = (
                 self.origins[err.index]

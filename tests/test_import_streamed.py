@@ -91,9 +91,9 @@ def test_a_bad_message_late_in_the_file_appends_nothing(
 ) -> None:
     from ctxledger.eventstore import streamed
 
-    # the parser takes it; the ledger refuses the usage's model name when it makes the
-    # fourth session's events, after three sessions' rows were inserted (SQLite; the
-    # PostgreSQL store reads each session whole before it writes)
+    # the parser takes it; the ledger refuses the usage's model name in the fourth
+    # session's checks (made before the write transaction since the s40 review; the
+    # store's rollback of a late error is tested in test_append_stream.py)
     text = input_text()
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     reply = {
@@ -147,6 +147,34 @@ def test_the_store_takes_the_events_as_they_are_made(
     # the first chunk reached the store before the later messages were made (each of
     # the three stages - validation, the ledger's checks, encoding - reads a chunk ahead)
     assert seen[0] <= 30 < 200 <= len(made) and seen == sorted(seen)
+
+
+def test_the_write_lock_is_not_held_while_the_import_validates_and_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validating and counting a large import took seconds inside ``BEGIN IMMEDIATE``
+    (s40 review, MEDIUM-1): other writers waited or were refused. They are made first."""
+    from ctxledger import messages
+    from ctxledger.ledger import importing
+
+    store = SQLiteEventStore(tmp_path / "l.db")
+    inside: list[str] = []
+
+    def spy(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if store._conn.in_transaction:
+                inside.append(name)
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(messages, "validate_message", spy("validate", messages.validate_message))
+    monkeypatch.setattr(importing, "count_messages", spy("count", importing.count_messages))
+    with Ledger(store) as ledger:
+        sessions = load_text(input_text(), "openai")
+        import_sessions(ledger, sessions)
+        assert len(ledger.sessions()) == 3
+    assert inside == []
 
 
 def _derived_rows(db: Path, text: str) -> list[tuple[object, ...]]:

@@ -8,7 +8,9 @@ Threading: the store owns one connection, opened with ``check_same_thread=False`
 and guarded by a re-entrant lock, so it can be shared with worker threads
 (``anyio.to_thread``). Each method holds the lock only for its own statements;
 iterators take it once per batch and never across a ``yield``, so a slow consumer
-never blocks writers. Several processes may open the same file: ``BEGIN
+never blocks writers. The exception is ``append_stream``: its write transaction
+reads the caller's event generators, so they must only build events (an import
+validates and counts first, ``ledger.importing``). Several processes may open the same file: ``BEGIN
 IMMEDIATE`` plus ``busy_timeout`` serialize writers, WAL lets readers run alongside.
 
 Fair writes: SQLite's busy handler sleeps with a growing backoff, so with many writing

@@ -244,10 +244,10 @@ class Ledger:
         store_quietly(self.store, requests)  # (after the commit: a failure loses only a cache)
         self.refresh()
 
-    def append_stream(self, requests: Iterable[StreamedRequest], *, fold: bool = True) -> None:
-        """:meth:`append` of requests whose events may be generators (an import), a chunk
-        at a time in one transaction (:mod:`.streamappend`), folded from their heads
-        unless `fold` is False (the next :meth:`refresh` folds it)."""
+    def _append_stream(self, requests: Iterable[StreamedRequest], *, fold: bool = True) -> None:
+        """The import's append (``import_sessions`` only: it checks less than :meth:`append`
+        across chunks, a re-send is no no-op on SQLite), a chunk at a time in one transaction
+        (:mod:`.streamappend`), folded from its heads unless `fold` is False."""
         limits.check_limit_variables()
         append_streamed(self.transcript.state, self.store, requests)
         self._appended = True

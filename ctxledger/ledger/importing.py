@@ -16,7 +16,8 @@ parent messages the source kept verbatim by id. ``audit`` then measures what the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,22 +38,21 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.streamed import chunks
-from ctxledger.importers.model import ImportedSession
+from ctxledger.importers.model import ImportedSession, ImportedUsage
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec
 from ctxledger.limits import MAX_MODEL_CHARS, MAX_REASON_CHARS, check_name
 from ctxledger.messages import (
     JSON,
-    CallLedger,
     check_system_role,
+    checked_in_order,
     content_text,
     stored_role,
-    validate_message,
     validate_messages,
 )
 from ctxledger.projections.chains import Lineage
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages
-from ctxledger.usage import normalize_usage
+from ctxledger.usage import CanonicalUsage, normalize_usage
 
 #: used when neither the file, nor the command line, nor the config says
 DEFAULT_CONTEXT_LENGTH = 128_000
@@ -159,11 +159,14 @@ def import_sessions(
                 done[s.key] = _events(ledger, s, keys, compressed, parent, overrides, digest)
         ledger.append([AppendRequest(done[s.key].sid, done[s.key].events, 0) for s in ordered])
     else:  # each session's events made as the store takes them (s40: the import's memory)
+        counts = {s.key: _prechecked(s, encoding) for s in ordered}  # before the write lock
         streamed = (
-            StreamedRequest(keys[s.key], _streamed(ledger, s, keys, overrides, digest), 0)
+            StreamedRequest(
+                keys[s.key], _streamed(ledger, s, keys, overrides, digest, counts.pop(s.key)), 0
+            )
             for s in ordered
         )
-        ledger.append_stream(streamed, fold=fold)
+        ledger._append_stream(streamed, fold=fold)
     return [keys[s.key] for s in ordered]
 
 
@@ -207,31 +210,51 @@ def _streamed(
     keys: dict[str, str],
     overrides: Overrides,
     digest: str | None,
+    counts: array[int],
 ) -> Iterator[Event]:
-    """A session with no compaction to record, its events made as they are read: the
-    messages validated and counted a chunk at a time, no list of its events or ids kept
-    (the ids are made in the order :func:`_events` makes them: the same log)."""
+    """A session with no compaction to record (checked and counted by
+    :func:`_prechecked`), its events made as the store takes them, in the write
+    transaction: no list of its events or ids kept (the ids are made in the order
+    :func:`_events` makes them: the same log)."""
     with _naming(s):
         out = _begin(ledger, s, keys, set(), None, overrides, digest)[0]
         yield from out.events
         out.events = []
-        yield from _message_events(ledger, out, [], overrides[2])
+        yield from _message_events(ledger, out, [], overrides[2], counts)
         yield from _tail(ledger, out, 0)
 
 
-def _checked_chunks(
-    messages: Sequence[JSON], encoding: str
-) -> Iterator[tuple[list[JSON], list[int]]]:
-    """A streamed session's messages validated in order, as ``validate_messages`` does
-    across a session, and counted: a chunk at a time."""
-    work, index = CallLedger(), 0
+def _prechecked(s: ImportedSession, encoding: str) -> array[int]:
+    """A streamed session's checks, made before the write transaction (s40 review: the
+    lock is not held while an import validates and counts): its messages validated in
+    order as ``validate_messages`` does and counted a chunk at a time, its usage reports
+    and end reason checked. Only the token counts are kept (8 bytes a message)."""
+    counts = array("q")
+    with _naming(s):
+        for chunk in chunks(checked_in_order(s.messages)):
+            counts.extend(count_messages(chunk, encoding))
+        for u in s.usages:
+            _usage_fields(u)
+        if s.end_reason is not None:
+            check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+    return counts
+
+
+def _built(messages: Sequence[JSON], counts: array[int]) -> Iterator[tuple[list[JSON], array[int]]]:
+    """A checked session's messages in their stored form (a plain copy, which is what
+    ``validate_message`` returns) beside their counts, a chunk at a time."""
+    start = 0
     for chunk in chunks(messages):
-        valid: list[JSON] = []
-        for raw in chunk:
-            valid.append(validate_message(raw, index))
-            work.check(valid[-1], index)
-            index += 1
-        yield valid, count_messages(valid, encoding)
+        end = start + len(chunk)
+        yield [dict(raw) for raw in chunk], counts[start:end]
+        start = end
+
+
+def _usage_fields(u: ImportedUsage) -> tuple[str, CanonicalUsage]:
+    """A usage report's (shape, usage), its model's name checked."""
+    if u.model is not None:
+        check_name(u.model, "a usage report's model", MAX_MODEL_CHARS)
+    return normalize_usage(u.raw, u.shape)
 
 
 def _begin(
@@ -315,7 +338,11 @@ def _tail(ledger: Ledger, out: _Imported, skip: int) -> Iterator[Event]:
 
 
 def _message_events(
-    ledger: Ledger, out: _Imported, carried: list[str], encoding: str
+    ledger: Ledger,
+    out: _Imported,
+    carried: list[str],
+    encoding: str,
+    counts: array[int] | None = None,
 ) -> Iterator[Event]:
     """The session's messages and usage reports, in order, after the `carried` ones (the
     messages a continuation kept from its parent, by id): each usage report follows the
@@ -327,9 +354,7 @@ def _message_events(
     skip = len(carried)
     usages: dict[int, list[UsageReported]] = {}
     for u in out.session.usages:
-        shape, usage = normalize_usage(u.raw, u.shape)
-        if u.model is not None:
-            check_name(u.model, "a usage report's model", MAX_MODEL_CHARS)
+        shape, usage = _usage_fields(u)
         usages.setdefault(max(u.after_index, skip - 1), []).append(
             UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
         )
@@ -337,10 +362,10 @@ def _message_events(
         yield from usages.pop(skip - 1, [])
         out.message_ids = list(carried)
     wanted = {r.index for r in out.session.repairs}
-    pairs = (
-        [(out.messages, out.tokens)]
-        if out.whole
-        else _checked_chunks(out.session.messages, encoding)
+    if not out.whole and counts is None:  # (a session built whole beside a compaction)
+        counts = _prechecked(out.session, encoding)
+    pairs: Iterable[tuple[Sequence[JSON], Sequence[int]]] = (
+        [(out.messages, out.tokens)] if counts is None else _built(out.session.messages, counts)
     )
     i = 0
     for messages, tokens in pairs:

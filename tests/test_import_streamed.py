@@ -203,3 +203,49 @@ def test_the_long_messages_derived_values_are_stored_as_before(
     monkeypatch.setattr(importing, "_has_compaction", lambda ordered, compressed: True)
     whole_rows = _derived_rows(tmp_path / "whole.db", text)
     assert whole_rows and streamed_rows == whole_rows
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_import_leaves_no_derived_value_unstored_on_any_backend(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """PostgreSQL's store does not say which rows it wrote: the streamed import stored
+    no derived value there (s40 review, MEDIUM-3); main's whole append did."""
+    from ctxledger.eventstore import streamed
+    from ctxledger.eventstore.base import AppendRequest
+    from ctxledger.ledger.derived import store_derived
+
+    long = "line of output " * 20_000
+    rows = [{"role": "user", "content": "go"}, {"role": "assistant", "content": long}]
+    text = "\n".join(json.dumps(r) for r in [*rows, {"role": "user", "content": "ok"}])
+    monkeypatch.setattr(streamed, "CHUNK", 2)
+    if backend == "postgres":
+        server = request.getfixturevalue("pg_server")
+        target = f"{server.url}?schema=d_{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]}"
+    else:
+        target = str(tmp_path / "l.db")
+    with Ledger.open(target) as ledger:
+        import_sessions(ledger, load_text(text, "openai"))
+        events = [r.event for r in ledger.store.read_all()]
+        again = [AppendRequest(events[0].session_id, events, None)]
+        assert store_derived(ledger.store, again) == 0  # every value is there already
+
+
+def test_a_failed_read_back_after_the_commit_does_not_fail_the_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The long messages are read back for their derived values after the commit: the
+    import stands if that read fails (a cache; s40 review, LOW-7)."""
+    from ctxledger.errors import StoreError
+
+    def failing(self: SQLiteEventStore, seqs: Any) -> Any:
+        raise StoreError("read failed")
+
+    long = "line of output " * 20_000
+    rows = [{"role": "user", "content": "go"}, {"role": "assistant", "content": long}]
+    with Ledger(SQLiteEventStore(tmp_path / "l.db")) as ledger:
+        monkeypatch.setattr(SQLiteEventStore, "read_at", failing)
+        ids = import_sessions(ledger, load_text("\n".join(json.dumps(r) for r in rows), "openai"))
+        monkeypatch.undo()
+        ledger.refresh()
+        assert [s.session_id for s in ledger.sessions()] == ids

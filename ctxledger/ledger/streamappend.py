@@ -12,6 +12,7 @@ the events read back by seq, as ``append`` stores them from the events it was gi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 
 from ctxledger.compressor.factstore import stored_content
@@ -25,17 +26,23 @@ from ctxledger.projections.stored import TranscriptState
 
 __all__ = ["append_streamed", "written_span"]
 
+_log = logging.getLogger("ctxledger")
+
 
 class _Checked:
     """The requests' events, each chunk checked as ``Ledger.append`` checks an append
     (:func:`check_decodable`; the first chunk of a stream :func:`check_references`:
     an import's events name no message outside their own request), counting events and
-    noting where the long messages are."""
+    noting where the long messages are. A store that does not say which rows it wrote
+    (``WrittenRows``: PostgreSQL, the in-memory store) lists the events anyway, so the
+    long messages' events themselves are kept for it."""
 
     def __init__(self, state: TranscriptState, store: EventStore) -> None:
         self.state, self.store = state, store
         self.count = 0
         self.long_at: list[int] = []  # positions in the append of long messages
+        self.keep = not isinstance(store, WrittenRows)
+        self.long: list[Event] = []  # their events, when `keep`
 
     def requests(self, requests: Iterable[StreamedRequest]) -> Iterator[StreamedRequest]:
         for request in requests:
@@ -52,6 +59,8 @@ class _Checked:
             for event in chunk:
                 if type(event) is MessageAppended and stored_content(event.message) is not None:
                     self.long_at.append(self.count)
+                    if self.keep:
+                        self.long.append(event)
                 self.count += 1
             yield from chunk
 
@@ -65,15 +74,24 @@ def append_streamed(
     state: TranscriptState, store: EventStore, requests: Iterable[StreamedRequest]
 ) -> None:
     """Check and append `requests` as they come, one transaction; then store the long
-    messages' derived values (a failure there is dropped: a cache)."""
+    messages' derived values (a failure there, the read-back too, is dropped: a cache)."""
     checked = _Checked(state, store)
     store.append_stream(checked.requests(requests))
-    span = written_span(store)
-    if span is None or not checked.long_at:
+    if not checked.long_at:
         return
-    for seqs in chunks([span[0] + i for i in checked.long_at]):
-        found = [r.event for r in store.read_at(seqs)]
-        by_stream: dict[str, list[Event]] = {}
-        for event in found:
-            by_stream.setdefault(event.session_id, []).append(event)
-        store_quietly(store, [AppendRequest(s, e, None) for s, e in by_stream.items()])
+    if checked.keep:
+        _store_derived(store, checked.long)
+        return
+    span = written_span(store)
+    try:
+        for seqs in chunks([span[0] + i for i in checked.long_at] if span else []):
+            _store_derived(store, [r.event for r in store.read_at(seqs)])
+    except Exception:  # (after the commit: the import stands; store_quietly logs its own)
+        _log.debug("the long messages of an import were not read back", exc_info=True)
+
+
+def _store_derived(store: EventStore, events: list[Event]) -> None:
+    by_stream: dict[str, list[Event]] = {}
+    for event in events:
+        by_stream.setdefault(event.session_id, []).append(event)
+    store_quietly(store, [AppendRequest(s, e, None) for s, e in by_stream.items()])

@@ -102,3 +102,35 @@ def test_repaired_tool_call_ids_are_printed_as_warnings(tmp_path: Path) -> None:
     assert len(repaired) == 2, lines  # the call and its result
     assert all(line.startswith("warning: session ") for line in repaired), lines
     assert lines[-1].startswith("imported ")
+
+
+def test_a_live_hermes_database_with_new_sessions_in_its_wal_is_imported(
+    tmp_path: Path,
+) -> None:
+    """Hermes keeps its state.db in WAL mode: a session added since the first import may
+    sit in ``state.db-wal`` only, the main file's bytes unchanged. It was refused as "the
+    same bytes" (s40 review, MEDIUM-4); the digest covers the -wal file too."""
+    import sqlite3
+
+    db, state = tmp_path / "l.db", tmp_path / "state.db"
+    hermes = sqlite3.connect(state, isolation_level=None)
+    try:
+        hermes.execute("PRAGMA journal_mode=WAL")
+        hermes.execute("PRAGMA wal_autocheckpoint=0")
+        hermes.executescript(
+            "CREATE TABLE sessions (id TEXT);"
+            "CREATE TABLE messages (session_id TEXT, role TEXT, content TEXT);"
+            "INSERT INTO sessions VALUES ('x'); INSERT INTO messages VALUES ('x', 'user', 'hi');"
+        )
+        hermes.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert run(db, "import", "--format", "hermes_db", str(state)).exit_code == 0
+        main_file = state.read_bytes()
+        hermes.execute("INSERT INTO sessions VALUES ('y')")
+        hermes.execute("INSERT INTO messages VALUES ('y', 'user', 'a new session')")
+        assert state.read_bytes() == main_file  # the new session is in the -wal only
+        second = run(db, "import", "--format", "hermes_db", str(state))
+        assert second.exit_code == 0, second.output
+        # the same database again (its -wal unchanged) is refused
+        assert run(db, "import", "--format", "hermes_db", str(state)).exit_code == 2
+    finally:
+        hermes.close()

@@ -276,16 +276,26 @@ def load_text(
 
 def file_digest(data: bytes | None, path: str) -> str:
     """The SHA-256 (hex) of an input: of `data` read, else of the regular file at `path`
-    (a ``hermes_db`` store, opened by name: no pipe), read in chunks. A repeated import
-    of the same input is told by it (``ledger.importing.IMPORT_DIGEST``)."""
+    (a ``hermes_db`` store, opened by name: no pipe) and of its ``-wal`` file when there
+    is one (a live Hermes keeps its new sessions there until a checkpoint: the main file
+    alone would call a grown database "the same bytes"), read in chunks. A repeated
+    import of the same input is told by it (``ledger.importing.IMPORT_DIGEST``)."""
     digest = hashlib.sha256()
     if data is not None:
         digest.update(data)
         return digest.hexdigest()
+    _hash_file(digest, path)
+    wal = path + "-wal"
+    if os.path.isfile(wal):
+        digest.update(b"\x00-wal\x00")
+        _hash_file(digest, wal)
+    return digest.hexdigest()
+
+
+def _hash_file(digest: Any, path: str) -> None:
     with _opened(path, pipes=False) as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_file(

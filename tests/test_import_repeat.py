@@ -33,7 +33,7 @@ def _write(path: Path, rows: list[dict[str, object]]) -> Path:
     return path
 
 
-def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
+def run(db: Path, *args: str, input: str | bytes | None = None) -> click.testing.Result:
     return CliRunner().invoke(cli, ["--db", str(db), *args], input=input)
 
 
@@ -134,3 +134,21 @@ def test_a_live_hermes_database_with_new_sessions_in_its_wal_is_imported(
         assert run(db, "import", "--format", "hermes_db", str(state)).exit_code == 2
     finally:
         hermes.close()
+
+
+def test_stdin_is_told_by_its_bytes_a_crlf_file_and_a_bom(tmp_path: Path) -> None:
+    """The digest of stdin was taken over the decoded text (CRLF made LF, a BOM dropped),
+    so the same CRLF bytes were imported twice, and a BOM file through stdin made a
+    different file without the BOM "the same bytes" (s40 review, LOW-5)."""
+    db = tmp_path / "l.db"
+    lines = "".join(json.dumps(r) + "\r\n" for r in _LINES).encode()
+    crlf = tmp_path / "crlf.jsonl"
+    crlf.write_bytes(lines)
+    assert run(db, "import", str(crlf)).exit_code == 0
+    assert run(db, "import", "-", input=crlf.read_bytes()).exit_code == 2  # the same bytes
+    bom, plain = tmp_path / "bom.jsonl", tmp_path / "plain.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(_LINES[0]).encode() + b"\n")
+    plain.write_bytes(bom.read_bytes()[3:])
+    assert run(db, "import", "-", input=bom.read_bytes()).exit_code == 0
+    assert run(db, "import", str(plain)).exit_code == 0  # other bytes: imported
+    assert run(db, "import", str(bom)).exit_code == 2  # stdin's bytes, from a file

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -121,8 +120,7 @@ def import_cmd(
     naming the earlier import; --again imports it once more.
     """
     if str(file) == "-":
-        text = read_input_stream(sys.stdin.buffer, max_bytes)
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        text, digest = read_input_stream(sys.stdin.buffer, max_bytes)
         sessions = _from_stdin(text, fmt)
         del text
     else:

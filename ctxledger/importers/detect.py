@@ -228,13 +228,14 @@ def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     return data
 
 
-def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> str:
-    """Text read from `stream` (stdin), at most `max_bytes` of it."""
+def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> tuple[str, str]:
+    """Text read from `stream` (stdin), at most `max_bytes` of it, and the digest of the
+    bytes read (:func:`file_digest`: the bytes, not the decoded text, as for a file)."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
     data = read_capped(stream, limit)
     if len(data) > limit:
         raise _too_big(limit, None)
-    return _utf8(data, "stdin")
+    return _utf8(data, "stdin"), file_digest(data, "stdin")
 
 
 def too_deep_error(path: str | None) -> ImportFormatError:

@@ -280,7 +280,7 @@ def file_digest(data: bytes | None, path: str) -> str:
     (a ``hermes_db`` store, opened by name: no pipe) and of its ``-wal`` file when there
     is one (a live Hermes keeps its new sessions there until a checkpoint: the main file
     alone would call a grown database "the same bytes"), read in chunks. A repeated
-    import of the same input is told by it (``ledger.importing.IMPORT_DIGEST``)."""
+    import of the same input is told by it (``ledger.spec.IMPORT_DIGEST``)."""
     digest = hashlib.sha256()
     if data is not None:
         digest.update(data)

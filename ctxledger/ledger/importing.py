@@ -40,7 +40,7 @@ from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.streamed import chunks
 from ctxledger.importers.model import ImportedSession, ImportedUsage
 from ctxledger.ledger.facade import Ledger
-from ctxledger.ledger.spec import SessionSpec
+from ctxledger.ledger.spec import IMPORT_DIGEST, SessionSpec
 from ctxledger.limits import MAX_MODEL_CHARS, MAX_REASON_CHARS, check_name
 from ctxledger.messages import (
     JSON,
@@ -64,11 +64,6 @@ SOURCE_SUMMARY_OPENERS: tuple[str, ...] = (
     "[CONTEXT SUMMARY]:",
     "Another language model started to solve this problem",
 )
-#: the ``SessionStarted.config`` key holding the SHA-256 of the input a session was
-#: imported from (``importers.detect.file_digest``): a second import of the same input
-#: is told by it. A key of the config snapshot, as ``spec.LOOP_KEY``: a version that
-#: does not know it ignores it (``CompressionConfig.from_snapshot``).
-IMPORT_DIGEST = "import_sha256"
 
 
 @dataclass

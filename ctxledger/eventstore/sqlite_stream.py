@@ -15,8 +15,6 @@ from ctxledger.eventstore.streamed import LinkHeader, checked_request, link_of, 
 
 COLUMNS = 10  # per event row in q.INSERT_EVENT
 
-_PAYLOADS = "SELECT payload FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq"
-
 
 def insert_rows(conn: sqlite3.Connection, flat: list[object]) -> None:
     """INSERT the flattened event rows: whole blocks of q.BLOCK rows, then the rest one by one."""
@@ -46,7 +44,7 @@ def write_stream(
 
 
 def _payloads(conn: sqlite3.Connection, first: int, last: int) -> Iterator[bytes]:
-    for (payload,) in conn.execute(_PAYLOADS, (first, last)):
+    for (payload,) in conn.execute(q.PAYLOADS, (first, last)):
         yield payload
 
 

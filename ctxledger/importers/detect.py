@@ -304,14 +304,26 @@ def load_file(
 ) -> tuple[list[ImportedSession], str]:
     """:func:`load` of the file at `path`, with the digest of the bytes it read
     (:func:`file_digest`): the file is read once, also when it is a pipe."""
-    name = os.fspath(path)
+    sessions, digest = _load_named(os.fspath(path), format, max_bytes, digest=True)
+    assert digest is not None
+    return sessions, digest
+
+
+def _load_named(
+    name: str, format: str | None, max_bytes: int | None, *, digest: bool
+) -> tuple[list[ImportedSession], str | None]:
+    """The sessions of the file `name`, read once (detection works on the same text the
+    parser gets; a SQLite file is opened by name), and the digest when asked for."""
     fmt = format_name(format) if format is not None else None
-    data = None if fmt in PATH_FORMATS else read_input_file(name, max_bytes)
-    if data is not None and not (fmt is None and data.startswith(SQLITE_HEADER)):
-        digest, text = file_digest(data, name), _utf8(data, name)
-        del data  # (the bytes are not kept while the text is parsed)
-        return IMPORTERS[fmt or _detect_text(text, name)](text, path=name), digest
-    return load(name, "hermes_db", max_bytes=max_bytes), file_digest(None, name)
+    if fmt not in PATH_FORMATS:
+        data = read_input_file(name, max_bytes)
+        if not (fmt is None and data.startswith(SQLITE_HEADER)):
+            sha, text = file_digest(data, name) if digest else None, _utf8(data, name)
+            del data  # (the bytes are not kept while the text is parsed)
+            return IMPORTERS[fmt or _detect_text(text, name)](text, path=name), sha
+    _opened(name, pipes=False).close()  # the database is opened again by name: no pipe
+    sessions = IMPORTERS[fmt or "hermes_db"](name)
+    return sessions, file_digest(None, name) if digest else None
 
 
 def load(
@@ -330,16 +342,4 @@ def load(
         return load_text(text, format, path=os.fspath(path) if path is not None else None)
     if path is None:
         raise ImportFormatError("nothing to import: give a file path or the text")
-    name = os.fspath(path)
-    if format is None:
-        fmt, content = _read_and_detect(name, max_bytes)
-    else:
-        fmt = format_name(format)
-        if fmt in PATH_FORMATS:
-            _opened(name, pipes=False).close()  # opened again by name: no pipe
-            content = None
-        else:
-            content = _utf8(read_input_file(name, max_bytes), name)
-    if content is None:
-        return IMPORTERS[fmt](name)
-    return IMPORTERS[fmt](content, path=name)
+    return _load_named(os.fspath(path), format, max_bytes, digest=False)[0]

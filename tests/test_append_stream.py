@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.errors import ConcurrencyError
+from ctxledger.errors import ConcurrencyError, InvalidInput
 from ctxledger.events import Event, MessageAppended, SessionStarted
 from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
@@ -148,3 +148,15 @@ def test_the_store_reads_the_iterator_a_chunk_at_a_time(tmp_path: Path) -> None:
     finally:
         streamed.chunks = old_chunks
     assert seen == [7, 14, 21, 28, 31]  # never more than one chunk ahead
+
+
+def test_a_re_sent_append_is_refused_as_input_not_as_a_damaged_file(tmp_path: Path) -> None:
+    """A re-send to SQLite's ``append_stream`` failed on the UNIQUE event id with "the
+    file is damaged or inconsistent ... restore it from a backup" (s40 review, MEDIUM-2):
+    it says what it is, and nothing is appended."""
+    with _store(tmp_path / "l.db") as store:
+        store.append_stream([StreamedRequest("ses_a", iter(_events("ses_a", 4, "a")), 0)])
+        before = _dump(tmp_path / "l.db")
+        with pytest.raises(InvalidInput, match="already stored"):
+            store.append_stream([StreamedRequest("ses_a", iter(_events("ses_a", 4, "a")), None)])
+        assert _dump(tmp_path / "l.db") == before

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator
 
-from ctxledger.errors import ConcurrencyError
+from ctxledger.errors import ConcurrencyError, InvalidInput
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import StreamedRequest
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip, row_digest
@@ -37,9 +37,17 @@ def write_stream(
     tail = conn.execute(q.TAIL).fetchone()
     seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
     first, out, seen = seq, {}, set[str]()
-    for request in requests:
-        request = checked_request(request, seen)
-        seq, prev, out[request.stream] = _write_one(conn, request, (seq, prev), threshold)
+    try:
+        for request in requests:
+            request = checked_request(request, seen)
+            seq, prev, out[request.stream] = _write_one(conn, request, (seq, prev), threshold)
+    except sqlite3.IntegrityError as err:  # (not a damaged file, as the store would say)
+        if "event_id" not in str(err):
+            raise
+        raise InvalidInput(
+            "an event id of the append is already stored: append_stream takes new events "
+            "only (append_many answers a re-send as a no-op); nothing was appended"
+        ) from err
     return out, ((first + 1, seq) if seq > first else None)
 
 

@@ -132,7 +132,7 @@ def import_sessions(
     `model` is recorded for a session whose file names none (the file's own wins);
     `context_length` overrides the file's window for every session; `digest` (the
     input's SHA-256) is recorded on each session's start (:data:`IMPORT_DIGEST`);
-    `fold` False leaves a streamed import unfolded (``Ledger.append_stream``).
+    `fold` False leaves a streamed import unfolded (``Ledger._append_stream``).
     """
     if not sessions:
         raise InvalidInput("nothing to import: the file holds no messages")

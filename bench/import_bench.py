@@ -12,11 +12,15 @@ Prints one JSON object per line: {"bench", "value", "unit", "target", "ok", ...}
   time follows the load, the CPU time much less.
 * ``import_peak_memory``: peak RSS a ``ctxledger import`` process adds per MB of a JSONL
   file of tiny messages (``{"role": "user", "content": "m1"}``: the worst case per byte),
-  the process importing one message subtracted. Baseline: a process that only reads the
+  the process importing one message subtracted, at ``--memory-messages`` and at 4x as
+  many (``value_at_4x``, ``growth_at_4x``). Baseline: a process that only reads the
   file and decodes each line into a dict, measured the same way. Session 39: 51-52 MB
-  per MB at 50k and 200k messages (baseline 11): the import holds every message
-  parsed, as events, encoded and folded (one transaction per file), so it grows with
-  the file (docs/notes/s39-hostile.md).
+  per MB at 50k and 200k messages (baseline 11): the import held every message
+  parsed, as events, encoded and folded. Session 40 (events made as the store takes
+  them, appended a chunk at a time, not folded): see docs/notes/s40-import.md; the
+  importers still hold every parsed message, so it still grows with the file.
+* ``import_peak_memory_json_document``: the same for one JSON document (a list of the
+  messages), which must be parsed whole; baseline ``json.load``.
 
 Run alone (``python bench/import_bench.py``) or import the ``bench_*`` functions.
 Every file lives in a temporary directory; nothing is kept.
@@ -195,6 +199,9 @@ import sys
 if sys.argv[1] == "import":
     from ctxledger.cli.main import cli
     cli.main(sys.argv[2:], standalone_mode=False)
+elif sys.argv[1] == "decode-doc":
+    import json
+    rows = json.load(open(sys.argv[2]))
 else:
     import json
     rows = [json.loads(line) for line in open(sys.argv[2])]
@@ -213,30 +220,49 @@ def _peak_kib(*argv: str) -> int:
     return int(done.stdout.split()[-1])
 
 
-def bench_import_memory(messages: int = 200_000) -> Result:
+def _import_peaks(tmp: Path, messages: int, document: bool) -> tuple[float, float, float]:
+    """(MB of input, MB the import's peak adds, MB the baseline's adds) for a file of
+    `messages` tiny messages: JSONL, or one JSON document (a list of them)."""
+    big, small = tmp / f"big{messages}.json", tmp / "small.json"
+    rows = [{"role": ("user", "assistant")[i % 2], "content": f"m{i}"} for i in range(messages)]
+    if document:
+        big.write_text("[" + ",\n".join(json.dumps(row) for row in rows) + "]\n")
+    else:
+        big.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    del rows
+    small.write_text(json.dumps({"role": "user", "content": "m"}) + "\n")
+    mb = big.stat().st_size / 2**20
+
+    def imported(path: Path) -> int:
+        db = str(tmp / f"{path.stem}-{messages}.db")  # a new ledger each (no repeat)
+        return _peak_kib("import", "-q", "--db", db, "import", str(path), "--format", "openai")
+
+    added = (imported(big) - imported(small)) / 1024
+    decode = "decode-doc" if document else "decode"
+    parsed = (_peak_kib(decode, str(big)) - _peak_kib(decode, str(small))) / 1024
+    return mb, added, parsed
+
+
+def bench_import_memory(messages: int = 50_000, document: bool = False) -> Result:
+    """The peak per MB at `messages` and at 4x as many: a bounded import grows far less
+    than 4x (``growth``: the 4x file's added peak over the 1x file's)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory() as tmp:
-        big, small = Path(tmp) / "big.jsonl", Path(tmp) / "small.jsonl"
-        rows = ({"role": ("user", "assistant")[i % 2], "content": f"m{i}"} for i in range(messages))
-        big.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        small.write_text(json.dumps({"role": "user", "content": "m"}) + "\n")
-        mb = big.stat().st_size / 2**20
-
-        def imported(path: Path) -> int:
-            db = str(path.with_suffix(".db"))
-            return _peak_kib("import", "-q", "--db", db, "import", str(path), "--format", "openai")
-
-        added = (imported(big) - imported(small)) / 1024 / mb
-        parsed = (_peak_kib("decode", str(big)) - _peak_kib("decode", str(small))) / 1024 / mb
+        small = _import_peaks(Path(tmp), messages, document)
+        large = _import_peaks(Path(tmp), 4 * messages, document)
     return {
-        "bench": "import_peak_memory",
-        "value": round(added, 1),
+        "bench": "import_peak_memory_json_document" if document else "import_peak_memory",
+        "value": round(small[1] / small[0], 1),
         "unit": "MB peak RSS per MB of input",
         "messages": messages,
-        "input_mb": round(mb, 2),
-        "baseline": "decode every line into a dict (json.loads)",
-        "baseline_value": round(parsed, 1),
+        "input_mb": round(small[0], 2),
+        "value_at_4x": round(large[1] / large[0], 1),
+        "input_mb_at_4x": round(large[0], 2),
+        "growth_at_4x": round(large[1] / small[1], 2),
+        "baseline": "decode the file into dicts (json.loads: every line, or the document)",
+        "baseline_value": round(small[2] / small[0], 1),
+        "baseline_value_at_4x": round(large[2] / large[0], 1),
     }
 
 
@@ -245,9 +271,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--trajectories", type=int, default=1000)
-    parser.add_argument("--memory-messages", type=int, default=200_000)
+    parser.add_argument("--memory-messages", type=int, default=50_000)
     args = parser.parse_args(argv)
     print(json.dumps(bench_import_memory(args.memory_messages)), flush=True)
+    print(json.dumps(bench_import_memory(args.memory_messages, document=True)), flush=True)
     print(json.dumps(bench_import_openai(args.messages, args.repeat)), flush=True)
     print(json.dumps(bench_trajectories(args.trajectories)), flush=True)
 

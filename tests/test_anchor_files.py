@@ -34,7 +34,9 @@ def ledger(tmp_path: Path) -> Path:
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
     (tmp_path / "a.jsonl").write_text(json.dumps(chat) + "\n")
     db = tmp_path / "l.db"
-    result = CliRunner().invoke(cli, ["--db", str(db), "import", str(tmp_path / "a.jsonl")])
+    result = CliRunner().invoke(
+        cli, ["--db", str(db), "import", "--again", str(tmp_path / "a.jsonl")]
+    )
     assert result.exit_code == 0, result.output
     assert anchor_path(db).exists()
     return db
@@ -66,7 +68,9 @@ def test_a_key_file_that_is_no_key_is_named_by_verify(
     assert len(result.output.strip().splitlines()) == 1
     assert _files(tmp_path) == before
     # a writer's close seals nothing with such a key (best effort), and keeps its append
-    result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+    result = CliRunner().invoke(
+        cli, ["--db", str(ledger), "import", "--again", str(tmp_path / "a.jsonl")]
+    )
     assert result.exit_code == 0, result.output
     assert anchor_path(ledger).read_bytes() == before["l.db.head"]
     # review of session 31: it did so silently (only a later verify said why)
@@ -85,7 +89,9 @@ def test_a_key_of_the_users_own_longer_than_4_kib_seals(
     key.write_bytes(b"k" * 5000)
     monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(key))
     before = anchor_path(ledger).read_bytes()
-    result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+    result = CliRunner().invoke(
+        cli, ["--db", str(ledger), "import", "--again", str(tmp_path / "a.jsonl")]
+    )
     assert result.exit_code == 0, result.output
     assert anchor_path(ledger).read_bytes() != before
     result = CliRunner().invoke(cli, ["--db", str(ledger), "verify"])
@@ -103,7 +109,7 @@ def test_an_anchor_that_is_a_fifo_is_reported_not_waited_on(ledger: Path) -> Non
     )
     assert "Traceback" not in result.output
     result = CliRunner().invoke(
-        cli, ["--db", str(ledger), "import", str(ledger.parent / "a.jsonl")]
+        cli, ["--db", str(ledger), "import", "--again", str(ledger.parent / "a.jsonl")]
     )
     assert result.exit_code == 0, result.output  # the close seals nothing
     sessions = CliRunner().invoke(cli, ["--db", str(ledger), "sessions", "--json"])
@@ -116,7 +122,9 @@ def test_an_advance_replaces_the_anchor_whole(ledger: Path, tmp_path: Path) -> N
     head = anchor_path(ledger)
     before = head.read_bytes()
     with open(head, "rb") as reader:  # (opened as verify opens it, before the advance)
-        result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+        result = CliRunner().invoke(
+            cli, ["--db", str(ledger), "import", "--again", str(tmp_path / "a.jsonl")]
+        )
         assert result.exit_code == 0, result.output
         assert reader.read() == before  # what it had opened is whole, not emptied
     assert head.read_bytes() != before
@@ -131,7 +139,9 @@ def test_a_symlinked_anchor_stays_a_link(ledger: Path, tmp_path: Path) -> None:
     shutil.move(head, real)
     head.symlink_to(real)
     before = real.read_bytes()
-    result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+    result = CliRunner().invoke(
+        cli, ["--db", str(ledger), "import", "--again", str(tmp_path / "a.jsonl")]
+    )
     assert result.exit_code == 0, result.output
     assert head.is_symlink() and real.read_bytes() != before
     result = CliRunner().invoke(cli, ["--db", str(ledger), "verify"])
@@ -143,7 +153,9 @@ def test_an_advance_keeps_the_anchors_mode(ledger: Path, tmp_path: Path) -> None
     head = anchor_path(ledger)
     head.chmod(0o644)
     before = head.read_bytes()
-    result = CliRunner().invoke(cli, ["--db", str(ledger), "import", str(tmp_path / "a.jsonl")])
+    result = CliRunner().invoke(
+        cli, ["--db", str(ledger), "import", "--again", str(tmp_path / "a.jsonl")]
+    )
     assert result.exit_code == 0, result.output
     assert head.read_bytes() != before
     assert head.stat().st_mode & 0o777 == 0o644

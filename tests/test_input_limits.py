@@ -374,10 +374,12 @@ def test_a_cap_larger_than_memory_reads_the_input_as_it_is(
     src = tmp_path / "c.json"
     src.write_text(json.dumps(conversation()))
     db = tmp_path / "l.db"
-    assert run(db, "import", str(src), "--max-bytes", cap).exit_code == 0
-    assert run(db, "import", "-", "--max-bytes", cap, input=src.read_text()).exit_code == 0
+    assert run(db, "import", "--again", str(src), "--max-bytes", cap).exit_code == 0
+    assert (
+        run(db, "import", "--again", "-", "--max-bytes", cap, input=src.read_text()).exit_code == 0
+    )
     monkeypatch.setenv("CTXLEDGER_MAX_INPUT_BYTES", cap)
-    assert run(db, "import", str(src)).exit_code == 0
+    assert run(db, "import", "--again", str(src)).exit_code == 0
 
 
 # --------------------------------------------------------------------------- numbers

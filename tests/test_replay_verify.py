@@ -85,6 +85,33 @@ def test_a_changed_config_in_one_recorded_plan_is_reported_on_exactly_that_compa
     copy.close()
 
 
+def test_an_imported_sessions_input_digest_is_not_a_config_change(
+    chain: tuple[Ledger, str], tmp_path: Path
+) -> None:
+    """``import_sha256`` on an imported session's start is no setting: it showed among
+    the config changes of a drifted compaction (s40 review, LOW-6), as ``agent_loop``
+    would without its strip."""
+    from ctxledger.events import SessionStarted
+    from ctxledger.ledger.spec import IMPORT_DIGEST
+
+    ledger, tip = chain
+    target = chain_compactions(ledger, tip)[0]
+    config = {**target.switch.config, "protect_first_n": 6}
+    altered = alter_compaction(target.compaction_id, config=config)
+
+    def alter(event: Event) -> Event:
+        if isinstance(event, SessionStarted) and event.session_id == target.switch.session_id:
+            return msgspec.structs.replace(event, config={**event.config, IMPORT_DIGEST: "ab"})
+        if isinstance(event, SessionStarted) and event.session_id == target.switch.new_session_id:
+            return msgspec.structs.replace(event, config=dict(config))
+        return altered(event)
+
+    copy = copy_log(ledger, tmp_path / "copy.db", alter)
+    check = next(c for c in verify_compactions(copy, tip).compactions if c.drift)
+    assert check.cause == "config" and check.config_changes == {"protect_first_n": [6, 3]}
+    copy.close()
+
+
 def test_a_plan_no_config_explains_is_blamed_on_the_algorithm(
     chain: tuple[Ledger, str], tmp_path: Path
 ) -> None:

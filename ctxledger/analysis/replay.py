@@ -26,7 +26,7 @@ from ctxledger.errors import UnknownSession
 from ctxledger.events import Recorded, SessionSwitched, SummaryGenerated
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.ledger.facade import Ledger
-from ctxledger.ledger.spec import LOOP_KEY
+from ctxledger.ledger.spec import IMPORT_DIGEST, LOOP_KEY
 from ctxledger.projections import Projector
 
 Progress = Callable[[int, int], None]
@@ -269,9 +269,10 @@ def _replan(
 
 
 def _settings(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """A config snapshot's compression settings: without the host's loop (``agent_loop``,
-    which a session's snapshot names and a compaction's does not; no plan reads it)."""
-    return {k: v for k, v in snapshot.items() if k != LOOP_KEY}
+    """A config snapshot's compression settings: without the host's loop (``agent_loop``)
+    and an import's input digest (``import_sha256``), which a session's snapshot names
+    and a compaction's does not (no plan reads them)."""
+    return {k: v for k, v in snapshot.items() if k not in (LOOP_KEY, IMPORT_DIGEST)}
 
 
 def _other_configs(ledger: Ledger, switch: SessionSwitched) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
 import os
 import re
@@ -140,6 +141,25 @@ class State:
                     sys.exit(1)
             finally:
                 self._ledger.close()
+
+
+class _WarningLines(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        echo(f"warning: {record.getMessage()}", err=True)
+
+
+@contextlib.contextmanager
+def warnings_printed() -> Iterator[None]:
+    """Warnings the library logs on the ``ctxledger`` logger (an import's repaired
+    tool-call ids) printed as the CLI prints its own: ``warning: ...`` on stderr, one
+    line each (they reached Python's last-resort handler, which printed them bare)."""
+    handler = _WarningLines(logging.WARNING)
+    log = logging.getLogger("ctxledger")
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
 
 
 def note(line: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +33,17 @@ from ctxledger.cli.app import (
     refuse_ledger_file,
     state_of,
     summarizer_option,
+    warnings_printed,
 )
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.detect import load as load_import
-from ctxledger.importers.detect import read_input_stream
+from ctxledger.importers.detect import load_file, read_input_stream
 from ctxledger.importers.model import ImportedSession
 from ctxledger.inputfile import path_exists, shown_path
 from ctxledger.ledger.anchor import verify_file
-from ctxledger.ledger.importing import import_sessions
+from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.importing import earlier_import, import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import audio_reference, content_text, refusal_text
@@ -65,6 +68,19 @@ def _from_stdin(text: str, fmt: str | None) -> list[ImportedSession]:
         raise ImportFormatError(message, line=exc.line, path="stdin") from None
 
 
+def _refuse_repeat(ledger: Ledger, digest: str, name: str) -> None:
+    """InvalidInput when the ledger holds an import of the same bytes (`digest`)."""
+    earlier = earlier_import(ledger, digest)
+    if earlier is None:
+        return
+    when = datetime.fromtimestamp(earlier.started_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    raise InvalidInput(
+        f"{name} was imported before: the same bytes (sha256 {digest[:12]}…) became session "
+        f"{earlier.session_id} ({earlier.source}) on {when}; nothing was imported "
+        "(--again imports it again)"
+    )
+
+
 @cli.command("import")
 @click.argument("file", type=FilePath(allow_dash=True, path_type=Path))
 @click.option(
@@ -86,6 +102,11 @@ def _from_stdin(text: str, fmt: str | None) -> list[ImportedSession]:
     default=None,
     help="Refuse inputs larger than this (default: $CTXLEDGER_MAX_INPUT_BYTES, else 256 MiB).",
 )
+@click.option(
+    "--again",
+    is_flag=True,
+    help="Import the file even if the ledger holds an import of the same bytes.",
+)
 @click.pass_context
 @handle_errors
 def import_cmd(
@@ -95,17 +116,28 @@ def import_cmd(
     context_length: int | None,
     model: str | None,
     max_bytes: int | None,
+    again: bool,
 ) -> None:
-    """Import a conversation file; prints the new session id(s), one per line, last."""
+    """Import a conversation file; prints the new session id(s), one per line, last.
+
+    A file whose bytes the ledger already imported is refused (nothing is appended),
+    naming the earlier import; --again imports it once more.
+    """
     if str(file) == "-":
-        text = read_input_stream(sys.stdin.buffer, max_bytes)
+        text, digest = read_input_stream(sys.stdin.buffer, max_bytes)
         sessions = _from_stdin(text, fmt)
+        del text
     else:
         if not path_exists(file, "FILE"):
             raise InvalidInput(f"{shown_path(file)}: no such file")
-        sessions = load_import(file, fmt, max_bytes=max_bytes)
+        sessions, digest = load_file(file, fmt, max_bytes=max_bytes)
     ledger = state_of(ctx).ledger()
-    ids = import_sessions(ledger, sessions, model=model, context_length=context_length)
+    if not again:
+        _refuse_repeat(ledger, digest, "stdin" if str(file) == "-" else shown_path(file))
+    with warnings_printed():
+        ids = import_sessions(  # (not folded: the command reads nothing after it)
+            ledger, sessions, model=model, context_length=context_length, digest=digest, fold=False
+        )
     for s in sessions:
         for warning in s.warnings:
             echo(f"warning: {s.key}: {warning}", err=True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Literal, NamedTuple, Self, TypeVar
 
@@ -58,6 +58,7 @@ from ctxledger.eventstore.contents import (
     layout_refs,
 )
 from ctxledger.eventstore.leases import LocalLeases, Release
+from ctxledger.eventstore.paging import seq_runs
 from ctxledger.eventstore.rows import (
     CHAIN_FORMATS,
     NO_HEAD,
@@ -90,6 +91,15 @@ class AppendRequest(msgspec.Struct, frozen=True):
     #: instead of encoding `events` (a copy: ``ctxledger migrate``); the caller vouches
     #: that each payload is its event (the copy verifies the destination at the end)
     stored: Sequence[tuple[int, bytes]] | None = None
+
+
+class StreamedRequest(NamedTuple):
+    """One stream's part of :meth:`EventStore.append_stream`: its events may be a
+    generator, read once, a chunk at a time (the store's own row format)."""
+
+    stream: str
+    events: Iterable[Event]
+    expected_version: int | None
 
 
 # --- preparing appends (shared by backends) ---------------------------------------------
@@ -217,47 +227,10 @@ def _stored_row(event_id: str, kind: str, stored: tuple[int, bytes]) -> tuple[st
     return event_id, kind, schema, payload
 
 
-#: :meth:`EventStore.read_at` reads seqs at most this far apart in one range query
-_RUN_GAP = 64
-
 #: the largest event schema number a store keeps (PostgreSQL's ``integer``)
 MAX_SCHEMA = 2**31 - 1
 #: "no upper bound" for a seq or a version (SQLite's and PostgreSQL's largest integer)
 MAX_SEQ = 2**63 - 1
-
-Row = TypeVar("Row")
-
-
-def seq_runs(seqs: Sequence[int]) -> Iterator[list[int]]:
-    """`seqs` sorted and deduplicated, in runs of seqs at most ``_RUN_GAP`` apart: each run
-    is read with one range query by :meth:`EventStore.read_at` (read-only)."""
-    wanted = sorted(set(seqs))
-    start = 0
-    while start < len(wanted):
-        end = start
-        while end + 1 < len(wanted) and wanted[end + 1] - wanted[end] <= _RUN_GAP:
-            end += 1
-        yield wanted[start : end + 1]
-        start = end + 1
-
-
-def paged(
-    fetch: Callable[[int, int], Sequence[Row]],
-    from_seq: int,
-    batch_size: int,
-    seq_of: Callable[[Row], int],
-) -> Iterator[Row]:
-    """Rows of ``fetch(next_seq, limit)``, one page after another until a short page: how
-    every backend reads the log in seq order without holding it all (read-only)."""
-    if batch_size < 1:
-        raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
-    next_seq = from_seq
-    while True:
-        rows = fetch(next_seq, batch_size)
-        yield from rows
-        if len(rows) < batch_size:
-            return
-        next_seq = seq_of(rows[-1]) + 1
 
 
 def _check_request(request: AppendRequest, batches: list[PreparedBatch]) -> None:
@@ -320,6 +293,15 @@ class EventStore(abc.ABC):
         Every expected version is checked before anything is written.
         Returns the new version of each stream.
         """
+
+    def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
+        """:meth:`append_many` of requests whose events may be generators, for new events
+        (an import): one transaction, all or nothing. This default (PostgreSQL too) reads
+        each request whole first; SQLite encodes and inserts a chunk at a time
+        (:mod:`.streamed`) and refuses a re-send (InvalidInput) where this is a no-op."""
+        return self.append_many(
+            [AppendRequest(r.stream, list(r.events), r.expected_version) for r in requests]
+        )
 
     @abc.abstractmethod
     def stream_version(self, stream: str) -> int:

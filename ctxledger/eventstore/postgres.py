@@ -60,10 +60,10 @@ from ctxledger.eventstore.base import (
     PreparedBatch,
     in_versions,
     of_stream,
-    paged,
     prepare_append,
 )
 from ctxledger.eventstore.leases import Release
+from ctxledger.eventstore.paging import paged
 from ctxledger.eventstore.postgres_append import (
     CALL_ROWS,
     Appender,

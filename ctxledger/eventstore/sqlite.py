@@ -8,7 +8,9 @@ Threading: the store owns one connection, opened with ``check_same_thread=False`
 and guarded by a re-entrant lock, so it can be shared with worker threads
 (``anyio.to_thread``). Each method holds the lock only for its own statements;
 iterators take it once per batch and never across a ``yield``, so a slow consumer
-never blocks writers. Several processes may open the same file: ``BEGIN
+never blocks writers. The exception is ``append_stream``: its write transaction
+reads the caller's event generators, so they must only build events (an import
+validates and counts first, ``ledger.importing``). Several processes may open the same file: ``BEGIN
 IMMEDIATE`` plus ``busy_timeout`` serialize writers, WAL lets readers run alongside.
 
 Fair writes: SQLite's busy handler sleeps with a growing backoff, so with many writing
@@ -29,7 +31,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ctxledger.errors import (
     ConcurrencyError,
@@ -46,9 +48,9 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    StreamedRequest,
     in_versions,
     of_stream,
-    paged,
     prepare_append,
     sound_ends,
 )
@@ -61,6 +63,7 @@ from ctxledger.eventstore.migrations import (
     refuse_foreign_database,
     unmade_ledger,
 )
+from ctxledger.eventstore.paging import paged
 from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
     Unchanged,
@@ -83,6 +86,7 @@ from ctxledger.eventstore.rows import (
 from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
 from ctxledger.eventstore.sqlite_errors import check_numbered, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
+from ctxledger.eventstore.sqlite_stream import insert_rows, write_stream
 
 if sys.platform != "win32":
     import fcntl
@@ -93,7 +97,6 @@ __all__ = ["SQLiteEventStore"]
 _CACHE_KIB = 16 * 1024
 _READ_BATCH = 2000
 _VERIFY_BATCH = 4000
-_COLUMNS = 10  # per event row in q.INSERT_EVENT
 
 
 class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
@@ -267,12 +270,12 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
             return {batch.stream: self.stream_version(batch.stream) for batch in batches}
         with self._lock, self._errors("append"), self._writing():
             try:
-                return self._transaction(batches, new_blobs, check_ids=False)
+                return self._transaction(lambda: self._write(batches, new_blobs, False))
             except sqlite3.IntegrityError as exc:
                 if "event_id" not in str(exc):
                     raise
             # an id is already stored: look before writing, to tell a re-send from a clash
-            return self._transaction(batches, new_blobs, check_ids=True)
+            return self._transaction(lambda: self._write(batches, new_blobs, True))
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -291,13 +294,22 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
             self._side_depth -= 1
             fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _transaction(
-        self, batches: list[PreparedBatch], new_blobs: dict[str, bytes], *, check_ids: bool
-    ) -> dict[str, int]:
+    def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
+        """``append_many`` of requests whose events may be generators, encoded and
+        inserted a chunk at a time in one transaction (:mod:`.streamed`): same rows."""
+        self._wrote.span = None
+        with self._lock, self._errors("append"), self._writing():
+            return self._transaction(lambda: self._streamed(requests))
+
+    def _streamed(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
+        versions, self._wrote.span = write_stream(self._conn, requests, self._blob_threshold)
+        return versions
+
+    def _transaction(self, write: Callable[[], dict[str, int]]) -> dict[str, int]:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            versions = self._write(batches, new_blobs, check_ids)
+            versions = write()
             conn.execute("COMMIT")
             self._commits += 1
         except BaseException:
@@ -325,7 +337,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
         tail = conn.execute(q.TAIL).fetchone()
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         first = seq
-        flat: list[object] = []  # the event rows, _COLUMNS values each, for the multi-row INSERT
+        flat: list[object] = []  # the event rows, 10 values each, for the multi-row INSERT
         out: dict[str, int] = {}
         extend = flat.extend
         for batch, (stream_id, version) in zip(batches, current, strict=True):
@@ -346,7 +358,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
                 version += 1
                 extend((seq, event_id, stream_id, version, kind, schema, payload, digest,
                         message_id, tokens))  # fmt: skip
-        self._insert_rows(flat)
+        insert_rows(self._conn, flat)
         self._wrote.span = (first + 1, seq) if flat else None  # kept if it commits
         return out
 
@@ -364,19 +376,6 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
                 stale = (batch, version)
             current.append((stream_id, version))
         return current, stale
-
-    def _insert_rows(self, flat: list[object]) -> None:
-        """INSERT the flattened event rows: whole blocks of q.BLOCK rows, then the rest one by one."""
-        conn, step = self._conn, q.BLOCK * _COLUMNS
-        whole = len(flat) - len(flat) % step
-        for start in range(0, whole, step):
-            conn.execute(q.INSERT_BLOCK, flat[start : start + step])
-        if len(flat) - whole == _COLUMNS:  # the common one-event append: skip executemany
-            conn.execute(q.INSERT_EVENT, flat[whole:])
-        elif whole < len(flat):
-            conn.executemany(
-                q.INSERT_EVENT, [flat[i : i + _COLUMNS] for i in range(whole, len(flat), _COLUMNS)]
-            )
 
     def _stored_in(self, event_id: str) -> StoredAs | None:
         """The row holding `event_id` as stored, or None (:func:`already_stored`)."""

@@ -44,6 +44,8 @@ INSERT_EVENT = (
 # many rows per statement: binding is the same work, but one step/reset per block
 # instead of per row makes batched appends ~15 % faster than executemany alone
 BLOCK = 64
+#: the payloads of a streamed append, read back into its link (``sqlite_stream``)
+PAYLOADS = "SELECT payload FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq"
 INSERT_BLOCK = INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (BLOCK - 1)
 ROW_OF_EVENT = (
     "SELECT s.stream, e.kind, e.schema, e.payload"

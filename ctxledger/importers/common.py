@@ -3,7 +3,7 @@
 ``SourceText``, ``SessionBuilder``, ``read_json`` and ``synth_call_id`` give every
 parser the same behaviour: errors carry the 1-based line of the offending record (for
 a pretty-printed JSON document the line is found lazily, only when an error is
-raised), and a session is validated with :func:`ctxledger.messages.validate_messages`
+raised), and a session is validated with :func:`ctxledger.messages.check_in_order`
 before anything is returned. ``normalize_tool_calls`` repairs OpenAI-shape tool calls
 the same way for every importer, and ``parse_conversations`` reads any chat format
 whose files hold conversation objects or messages (OpenAI, Anthropic), given its
@@ -16,18 +16,19 @@ import abc
 import collections
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import msgspec
 
 from ctxledger.errors import ImportFormatError, InvalidInput, InvalidMessage
 from ctxledger.importers.model import ImportedSession, ImportedUsage
 from ctxledger.limits import json_depth, json_problem, max_json_depth, not_json
-from ctxledger.messages import CallIdRepair, check_system_role, repair_call_ids, validate_messages
+from ctxledger.messages import CallIdRepair, check_in_order, check_system_role, repair_call_ids
 from ctxledger.usage import normalize_usage
 
 #: where a message came from: a 1-based line, a JSON path inside a document, or a description
@@ -152,10 +153,21 @@ def _decode_error_line(text: str, err: Exception) -> int:
     return text.encode()[: int(match.group(1))].count(b"\n") + 1
 
 
-def iter_json_lines(text: str, path: str | None) -> Iterable[tuple[int, Any]]:
-    """(line number, decoded value) for every non-blank line of a JSONL text."""
+def _split_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``enumerate(text.split("\n"), 1)`` without the list of every line (s40: memory)."""
+    start = 0
+    for lineno in itertools.count(1):
+        end = text.find("\n", start)
+        yield lineno, text[start : len(text) if end < 0 else end]
+        if end < 0:
+            return
+        start = end + 1
+
+
+def iter_json_lines(text: str, path: str | None) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded value) of each non-blank line of a JSONL text, as read."""
     decode = _DECODER.decode
-    for lineno, raw in enumerate(text.split("\n"), 1):
+    for lineno, raw in _split_lines(text):
         if not raw or raw.isspace():
             continue
         try:
@@ -177,19 +189,20 @@ def _too_deep(line: int | None, path: str | None) -> ImportFormatError:
 
 
 def read_json(text: str, path: str | None) -> tuple[bool, Any]:
-    """``(False, value)`` for one JSON document, ``(True, [(line, value), ...])`` for JSONL.
+    """``(False, value)`` for one JSON document, ``(True, (line, value) iterator)`` for
+    JSONL: each line decoded as it is read (a bad line raises when it is reached).
 
     A leading byte-order mark is dropped (as when a file is read), also from text handed
     to a parse function."""
     text = text.removeprefix("\ufeff")
-    if not text.strip():
+    if not text or text.isspace():  # (not strip(): a copy of the text)
         raise ImportFormatError("the input is empty", line=1, path=path)
     try:
         return False, _DECODER.decode(text)
     except RecursionError:
         raise _too_deep(None, path) from None
     except msgspec.DecodeError as doc_err:
-        first = next(line for line in text.split("\n") if line.strip())
+        first = next(line for _, line in _split_lines(text) if line.strip())
         try:
             _DECODER.decode(first)
         except RecursionError:
@@ -200,15 +213,14 @@ def read_json(text: str, path: str | None) -> tuple[bool, Any]:
                 line=_decode_error_line(text, doc_err),
                 path=path,
             ) from None
-        return True, list(iter_json_lines(text, path))
+        return True, iter_json_lines(text, path)  # (decoded as they are read)
 
 
-def read_json_lines(text: str, path: str | None, what: str) -> list[tuple[int, Any]]:
-    """JSONL only (a format whose files are always line-oriented)."""
+def read_json_lines(text: str, path: str | None, what: str) -> Iterable[tuple[int, Any]]:
+    """JSONL only (a format whose files are always line-oriented), decoded as it is read."""
     is_lines, data = read_json(text, path)
     if is_lines:
-        rows: list[tuple[int, Any]] = data
-        return rows
+        return cast("Iterable[tuple[int, Any]]", data)
     first = next(i for i, line in enumerate(text.split("\n"), 1) if line.strip())
     if text.strip().count("\n") == 0:
         return [(first, data)]
@@ -308,7 +320,7 @@ class SessionBuilder:
         """Validate the messages (raising ImportFormatError at the culprit's line) and build the session."""
         repairs = self._dedupe_call_ids()
         try:
-            validate_messages(self.messages)
+            check_in_order(self.messages)
         except InvalidMessage as err:
             origin = (
                 self.origins[err.index]
@@ -520,17 +532,19 @@ def conversation_document(
 
 
 def conversation_lines(
-    src: SourceText, rows: list[tuple[int, Any]], fmt: ConversationFormat
+    src: SourceText, lines: Iterable[tuple[int, Any]], fmt: ConversationFormat
 ) -> list[ImportedSession]:
     """The sessions of a JSONL text: one conversation per line, or one message (record) per line."""
     base = source_name(src.path)
+    rows = iter(lines)
 
     def record(obj: Any, lineno: int) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise src.error(f"expected a JSON object on this line, got {type_name(obj)}", lineno)
         return obj
 
-    first_line, first = rows[0]
+    first_line, first = head = next(rows)
+    rows = itertools.chain((head,), rows)
     if "messages" in record(first, first_line):
         seen: set[str] = set()
         sessions = []

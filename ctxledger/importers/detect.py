@@ -13,6 +13,7 @@ both, so OpenAI is the right default there.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, BinaryIO
@@ -227,13 +228,14 @@ def read_input_file(path: str, max_bytes: int | None = None) -> bytes:
     return data
 
 
-def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> str:
-    """Text read from `stream` (stdin), at most `max_bytes` of it."""
+def read_input_stream(stream: BinaryIO, max_bytes: int | None = None) -> tuple[str, str]:
+    """Text read from `stream` (stdin), at most `max_bytes` of it, and the digest of the
+    bytes read (:func:`file_digest`: the bytes, not the decoded text, as for a file)."""
     limit = max_input_bytes() if max_bytes is None else max_bytes
     data = read_capped(stream, limit)
     if len(data) > limit:
         raise _too_big(limit, None)
-    return _utf8(data, "stdin")
+    return _utf8(data, "stdin"), file_digest(data, "stdin")
 
 
 def too_deep_error(path: str | None) -> ImportFormatError:
@@ -273,6 +275,57 @@ def load_text(
     return IMPORTERS[fmt](text, path=path)
 
 
+def file_digest(data: bytes | None, path: str) -> str:
+    """The SHA-256 (hex) of an input: of `data` read, else of the regular file at `path`
+    (a ``hermes_db`` store, opened by name: no pipe) and of its ``-wal`` file when there
+    is one (a live Hermes keeps its new sessions there until a checkpoint: the main file
+    alone would call a grown database "the same bytes"), read in chunks. A repeated
+    import of the same input is told by it (``ledger.spec.IMPORT_DIGEST``)."""
+    digest = hashlib.sha256()
+    if data is not None:
+        digest.update(data)
+        return digest.hexdigest()
+    _hash_file(digest, path)
+    wal = path + "-wal"
+    if os.path.isfile(wal):
+        digest.update(b"\x00-wal\x00")
+        _hash_file(digest, wal)
+    return digest.hexdigest()
+
+
+def _hash_file(digest: Any, path: str) -> None:
+    with _opened(path, pipes=False) as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+
+
+def load_file(
+    path: str | os.PathLike[str], format: str | None = None, *, max_bytes: int | None = None
+) -> tuple[list[ImportedSession], str]:
+    """:func:`load` of the file at `path`, with the digest of the bytes it read
+    (:func:`file_digest`): the file is read once, also when it is a pipe."""
+    sessions, digest = _load_named(os.fspath(path), format, max_bytes, digest=True)
+    assert digest is not None
+    return sessions, digest
+
+
+def _load_named(
+    name: str, format: str | None, max_bytes: int | None, *, digest: bool
+) -> tuple[list[ImportedSession], str | None]:
+    """The sessions of the file `name`, read once (detection works on the same text the
+    parser gets; a SQLite file is opened by name), and the digest when asked for."""
+    fmt = format_name(format) if format is not None else None
+    if fmt not in PATH_FORMATS:
+        data = read_input_file(name, max_bytes)
+        if not (fmt is None and data.startswith(SQLITE_HEADER)):
+            sha, text = file_digest(data, name) if digest else None, _utf8(data, name)
+            del data  # (the bytes are not kept while the text is parsed)
+            return IMPORTERS[fmt or _detect_text(text, name)](text, path=name), sha
+    _opened(name, pipes=False).close()  # the database is opened again by name: no pipe
+    sessions = IMPORTERS[fmt or "hermes_db"](name)
+    return sessions, file_digest(None, name) if digest else None
+
+
 def load(
     path: str | os.PathLike[str] | None,
     format: str | None = None,
@@ -289,16 +342,4 @@ def load(
         return load_text(text, format, path=os.fspath(path) if path is not None else None)
     if path is None:
         raise ImportFormatError("nothing to import: give a file path or the text")
-    name = os.fspath(path)
-    if format is None:
-        fmt, content = _read_and_detect(name, max_bytes)
-    else:
-        fmt = format_name(format)
-        if fmt in PATH_FORMATS:
-            _opened(name, pipes=False).close()  # opened again by name: no pipe
-            content = None
-        else:
-            content = _utf8(read_input_file(name, max_bytes), name)
-    if content is None:
-        return IMPORTERS[fmt](name)
-    return IMPORTERS[fmt](content, path=name)
+    return _load_named(os.fspath(path), format, max_bytes, digest=False)[0]

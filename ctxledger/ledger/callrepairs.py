@@ -5,7 +5,7 @@ repair logs on the ``ctxledger`` logger."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxledger.events import CallIdRepairEntry, ToolCallIdsRepaired
@@ -17,7 +17,7 @@ _log = logging.getLogger("ctxledger")
 def repair_event(
     fields: dict[str, Any],
     repairs: Sequence[CallIdRepair],
-    message_ids: Sequence[str],
+    message_ids: Sequence[str] | Mapping[int, str],
     source: str,
     *,
     quiet: bool = False,

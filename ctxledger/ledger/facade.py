@@ -8,7 +8,7 @@ layers over this class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from ctxledger.events import (
     said,
 )
 from ctxledger.events import SessionEnded as SessionEndedEvent
-from ctxledger.eventstore.base import AppendRequest, Durability, EventStore
+from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, StreamedRequest
 from ctxledger.eventstore.contents import remembering_hashes
 from ctxledger.eventstore.opening import close_quietly, default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
@@ -65,6 +65,7 @@ from ctxledger.ledger.spec import (
     prompt_event,
     with_loop,
 )
+from ctxledger.ledger.streamappend import append_streamed
 from ctxledger.limits import check_context_length, check_input_text, check_seq, check_text
 from ctxledger.messages import JSON, CallIdRepair, CallLedger, repair_call_ids, validate_messages
 from ctxledger.projections import (
@@ -187,8 +188,9 @@ class Ledger:
     def chains(self) -> ChainsProjection:
         return self.projector.chains
 
-    def refresh(self) -> int:
-        """Fold events other writers appended since we last looked.
+    def refresh(self, *, heads: bool = False) -> int:
+        """Fold events other writers appended since we last looked (`heads`: messages
+        from their heads, bodies left in the log: ``Projector.catch_up``).
 
         When the store's change token has not moved since the last fold, nothing was
         appended and the catch-up query is skipped (a read after our own append costs
@@ -198,7 +200,7 @@ class Ledger:
         token = self.store.change_token()
         if token is not None and self._seen == (token, self.projector.last_seq):
             return 0
-        folded = self.projector.catch_up(self.store)
+        folded = self.projector.catch_up(self.store, heads=heads)
         self._seen = None if token is None else (token, self.projector.last_seq)
         return folded
 
@@ -244,6 +246,16 @@ class Ledger:
                 raise
             store_quietly(self.store, requests)  # (after the commit: a failure loses only a cache)
         self.refresh()
+
+    def _append_stream(self, requests: Iterable[StreamedRequest], *, fold: bool = True) -> None:
+        """The import's append (``import_sessions`` only: it checks less than :meth:`append`
+        across chunks, a re-send is no no-op on SQLite), a chunk at a time in one transaction
+        (:mod:`.streamappend`), folded from its heads unless `fold` is False."""
+        limits.check_limit_variables()
+        append_streamed(self.transcript.state, self.store, requests)
+        self._appended = True
+        if fold:
+            self.refresh(heads=True)
 
     def event_fields(self, session_id: str) -> dict[str, Any]:
         """The fields every event needs (a new id, the session, the injected clock's time)."""
@@ -389,7 +401,7 @@ class Ledger:
         self,
         session_id: str,
         repairs: Sequence[CallIdRepair],
-        message_ids: Sequence[str],
+        message_ids: Sequence[str] | Mapping[int, str],
         source: str = "append",
     ) -> ToolCallIdsRepaired:
         """The event recording `repairs` of a batch whose messages got `message_ids`; logged

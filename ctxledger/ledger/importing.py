@@ -15,7 +15,9 @@ parent messages the source kept verbatim by id. ``audit`` then measures what the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,18 +31,28 @@ from ctxledger.events import (
     MessageAppended,
     SessionEnded,
     SessionReason,
+    SessionStarted,
     SessionSwitched,
     SummaryGenerated,
     UsageReported,
 )
-from ctxledger.eventstore.base import AppendRequest
-from ctxledger.importers.model import ImportedSession
+from ctxledger.eventstore.base import AppendRequest, StreamedRequest
+from ctxledger.eventstore.streamed import chunks
+from ctxledger.importers.model import ImportedSession, ImportedUsage
 from ctxledger.ledger.facade import Ledger
-from ctxledger.ledger.spec import SessionSpec
+from ctxledger.ledger.spec import IMPORT_DIGEST, SessionSpec
 from ctxledger.limits import MAX_MODEL_CHARS, MAX_REASON_CHARS, check_name
-from ctxledger.messages import JSON, check_system_role, content_text, stored_role, validate_messages
+from ctxledger.messages import (
+    JSON,
+    check_system_role,
+    checked_in_order,
+    content_text,
+    stored_role,
+    validate_messages,
+)
+from ctxledger.projections.chains import Lineage
 from ctxledger.tokens import DEFAULT_ENCODING, count_message, count_messages
-from ctxledger.usage import normalize_usage
+from ctxledger.usage import CanonicalUsage, normalize_usage
 
 #: used when neither the file, nor the command line, nor the config says
 DEFAULT_CONTEXT_LENGTH = 128_000
@@ -65,6 +77,10 @@ class _Imported:
     tokens: list[int] = field(default_factory=list)
     message_ids: list[str] = field(default_factory=list)
     system_tokens: int = 0
+    #: messages, tokens and ids kept in the lists above (a compaction looks across
+    #: them); else the messages are streamed and only the ids a repair names are kept
+    whole: bool = True
+    repaired_ids: dict[int, str] = field(default_factory=dict)
 
 
 def _ordered(sessions: Sequence[ImportedSession]) -> list[ImportedSession]:
@@ -108,11 +124,15 @@ def import_sessions(
     model: str | None = None,
     context_length: int | None = None,
     encoding: str = DEFAULT_ENCODING,
+    digest: str | None = None,
+    fold: bool = True,
 ) -> list[str]:
     """Append every session as events in one transaction. Returns the new session ids, in order.
 
     `model` is recorded for a session whose file names none (the file's own wins);
-    `context_length` overrides the file's window for every session.
+    `context_length` overrides the file's window for every session; `digest` (the
+    input's SHA-256) is recorded on each session's start (:data:`IMPORT_DIGEST`);
+    `fold` False leaves a streamed import unfolded (``Ledger._append_stream``).
     """
     if not sessions:
         raise InvalidInput("nothing to import: the file holds no messages")
@@ -123,47 +143,140 @@ def import_sessions(
     ordered = _ordered(sessions)
     keys = {s.key: ledger.ids("ses") for s in ordered}
     compressed = {s.key for s in ordered if s.end_reason == "compression"}
-    done: dict[str, _Imported] = {}
-    for s in ordered:
-        try:
-            continued = s.parent_key in compressed and s.continues
-            parent = done.get(s.parent_key or "") if continued else None
-            done[s.key] = _events(
-                ledger, s, keys, compressed, parent, (model, context_length, encoding)
+    overrides = (model, context_length, encoding)
+    if _has_compaction(ordered, compressed):
+        # a continuation ends its parent with the compaction: built whole, then appended
+        done: dict[str, _Imported] = {}
+        for s in ordered:
+            with _naming(s):
+                continued = s.parent_key in compressed and s.continues
+                parent = done.get(s.parent_key or "") if continued else None
+                done[s.key] = _events(ledger, s, keys, compressed, parent, overrides, digest)
+        ledger.append([AppendRequest(done[s.key].sid, done[s.key].events, 0) for s in ordered])
+    else:  # each session's events made as the store takes them (s40: the import's memory)
+        counts = {s.key: _prechecked(s, encoding) for s in ordered}  # before the write lock
+        streamed = (
+            StreamedRequest(
+                keys[s.key], _streamed(ledger, s, keys, overrides, digest, counts.pop(s.key)), 0
             )
-        except InvalidInput as exc:  # say which conversation of the file is bad
-            raise type(exc)(f"session {s.key!r}: {exc}") from exc
-    ledger.append([AppendRequest(done[s.key].sid, done[s.key].events, 0) for s in ordered])
+            for s in ordered
+        )
+        ledger._append_stream(streamed, fold=fold)
     return [keys[s.key] for s in ordered]
 
 
-def _events(
+def _has_compaction(ordered: Sequence[ImportedSession], compressed: set[str]) -> bool:
+    """Whether a continuation in the file records its parent's compaction."""
+    return any(s.parent_key in compressed and s.continues for s in ordered)
+
+
+@contextlib.contextmanager
+def _naming(s: ImportedSession) -> Iterator[None]:
+    """Say which conversation of the file is bad."""
+    try:
+        yield
+    except InvalidInput as exc:
+        raise type(exc)(f"session {s.key!r}: {exc}") from exc
+
+
+def _record_digest(events: list[Event], digest: str) -> None:
+    start = events[0]
+    assert isinstance(start, SessionStarted)
+    events[0] = msgspec.structs.replace(start, config={**start.config, IMPORT_DIGEST: digest})
+
+
+def earlier_import(ledger: Ledger, digest: str) -> Lineage | None:
+    """The first session imported from an input of this `digest` (:data:`IMPORT_DIGEST`),
+    or None (sessions imported before the digest was recorded are not found)."""
+    views = ledger.transcript.state.sessions
+    for lineage in ledger.sessions():
+        view = views.get(lineage.session_id)
+        if view is not None and view.config.get(IMPORT_DIGEST) == digest:
+            return lineage
+    return None
+
+
+Overrides = tuple[str | None, int | None, str]
+
+
+def _streamed(
+    ledger: Ledger,
+    s: ImportedSession,
+    keys: dict[str, str],
+    overrides: Overrides,
+    digest: str | None,
+    counts: array[int],
+) -> Iterator[Event]:
+    """A session with no compaction to record (checked and counted by
+    :func:`_prechecked`), its events made as the store takes them, in the write
+    transaction: no list of its events or ids kept (the ids are made in the order
+    :func:`_events` makes them: the same log)."""
+    with _naming(s):
+        out = _begin(ledger, s, keys, set(), None, overrides, digest)[0]
+        yield from out.events
+        out.events = []
+        yield from _message_events(ledger, out, [], overrides[2], counts)
+        yield from _tail(ledger, out, 0)
+
+
+def _prechecked(s: ImportedSession, encoding: str) -> array[int]:
+    """A streamed session's checks, made before the write transaction (s40 review: the
+    lock is not held while an import validates and counts): its messages validated in
+    order as ``validate_messages`` does and counted a chunk at a time, its usage reports
+    and end reason checked. Only the token counts are kept (8 bytes a message)."""
+    counts = array("q")
+    with _naming(s):
+        for chunk in chunks(checked_in_order(s.messages)):
+            counts.extend(count_messages(chunk, encoding))
+        for u in s.usages:
+            _usage_fields(u)
+        if s.end_reason is not None:
+            check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+    return counts
+
+
+def _built(messages: Sequence[JSON], counts: array[int]) -> Iterator[tuple[list[JSON], array[int]]]:
+    """A checked session's messages in their stored form (a plain copy, which is what
+    ``validate_message`` returns) beside their counts, a chunk at a time."""
+    start = 0
+    for chunk in chunks(messages):
+        end = start + len(chunk)
+        yield [dict(raw) for raw in chunk], counts[start:end]
+        start = end
+
+
+def _usage_fields(u: ImportedUsage) -> tuple[str, CanonicalUsage]:
+    """A usage report's (shape, usage), its model's name checked."""
+    if u.model is not None:
+        check_name(u.model, "a usage report's model", MAX_MODEL_CHARS)
+    return normalize_usage(u.raw, u.shape)
+
+
+def _begin(
     ledger: Ledger,
     s: ImportedSession,
     keys: dict[str, str],
     compressed: set[str],
     parent: _Imported | None,
-    overrides: tuple[str | None, int | None, str],
-) -> _Imported:
+    overrides: Overrides,
+    digest: str | None,
+) -> tuple[_Imported, list[LayoutEntry]]:
+    """A session's opening events (and, for a continuation, its parent's compaction)."""
     model, context_length, encoding = overrides
     sid = keys[s.key]
-    messages = validate_messages(s.messages)
     ctx = (
         context_length or s.context_length or ledger.config.context_length or DEFAULT_CONTEXT_LENGTH
     )
     parent_sid = keys.get(s.parent_key or "")
-
-    def base() -> dict[str, Any]:
-        return ledger.event_fields(sid)
-
     reason: SessionReason = (
         "compression"
         if parent_sid and s.parent_key in compressed and s.continues
         else ("branch" if parent_sid else "import")
     )
+    whole = parent is not None or s.key in compressed  # messages and ids kept in lists
+    messages = validate_messages(s.messages) if whole else []
     tokens = count_messages(messages, encoding) if messages else []
     compaction = _compaction(ledger, s, parent, messages, tokens, sid) if parent else None
-    layout = compaction[1] if compaction is not None else []
     spec = SessionSpec(
         model=s.model or model or DEFAULT_MODEL,  # `model` fills in for a file without one
         context_length=ctx,
@@ -179,26 +292,53 @@ def _events(
     events = ledger.start_events(sid, spec)
     if compaction is not None:
         events[0] = msgspec.structs.replace(events[0], compaction_id=compaction[0])
-    out = _Imported(sid, s, events, messages, tokens)
+    if digest is not None:
+        _record_digest(events, digest)
+    out = _Imported(sid, s, events, messages, tokens, whole=whole)
     out.system_tokens = (
         count_message({"role": "system", "content": s.system_prompt}, encoding)
         if s.system_prompt
         else 0
     )
-    skip = len(layout)
-    _message_events(ledger, out, [e.message_id for e in layout], encoding)
-    # the importer's repairs of re-used tool-call ids, as the ledger records them (those
-    # in messages carried from the parent were recorded with the parent)
-    repairs = [r for r in s.repairs if r.index >= skip]
-    if repairs:
-        events.append(ledger.repair_event(sid, repairs, out.message_ids, source="import"))
-    if s.end_reason is not None:  # (as every face checks a name: see limits.check_name)
-        ended = check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
-        events.append(SessionEnded(**base(), reason=ended))
+    return out, compaction[1] if compaction is not None else []
+
+
+def _events(
+    ledger: Ledger,
+    s: ImportedSession,
+    keys: dict[str, str],
+    compressed: set[str],
+    parent: _Imported | None,
+    overrides: Overrides,
+    digest: str | None,
+) -> _Imported:
+    """A session's events, built whole (an import that records a compaction)."""
+    out, layout = _begin(ledger, s, keys, compressed, parent, overrides, digest)
+    out.events.extend(_message_events(ledger, out, [e.message_id for e in layout], overrides[2]))
+    out.events.extend(_tail(ledger, out, len(layout)))
     return out
 
 
-def _message_events(ledger: Ledger, out: _Imported, carried: list[str], encoding: str) -> None:
+def _tail(ledger: Ledger, out: _Imported, skip: int) -> Iterator[Event]:
+    """The importer's repairs of re-used tool-call ids, as the ledger records them (those
+    in messages carried from the parent were recorded with the parent), and the end."""
+    s = out.session
+    repairs = [r for r in s.repairs if r.index >= skip]
+    if repairs:
+        ids = out.message_ids if out.whole else out.repaired_ids
+        yield ledger.repair_event(out.sid, repairs, ids, source="import")
+    if s.end_reason is not None:  # (as every face checks a name: see limits.check_name)
+        ended = check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+        yield SessionEnded(**ledger.event_fields(out.sid), reason=ended)
+
+
+def _message_events(
+    ledger: Ledger,
+    out: _Imported,
+    carried: list[str],
+    encoding: str,
+    counts: array[int] | None = None,
+) -> Iterator[Event]:
     """The session's messages and usage reports, in order, after the `carried` ones (the
     messages a continuation kept from its parent, by id): each usage report follows the
     message it was reported after."""
@@ -209,26 +349,35 @@ def _message_events(ledger: Ledger, out: _Imported, carried: list[str], encoding
     skip = len(carried)
     usages: dict[int, list[UsageReported]] = {}
     for u in out.session.usages:
-        shape, usage = normalize_usage(u.raw, u.shape)
-        if u.model is not None:
-            check_name(u.model, "a usage report's model", MAX_MODEL_CHARS)
+        shape, usage = _usage_fields(u)
         usages.setdefault(max(u.after_index, skip - 1), []).append(
             UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
         )
     if skip:
-        out.events.extend(usages.pop(skip - 1, []))
+        yield from usages.pop(skip - 1, [])
         out.message_ids = list(carried)
-    for i, (msg, count) in enumerate(zip(out.messages, out.tokens, strict=True)):
-        if i < skip:
-            continue
-        mid = ledger.ids("msg")
-        out.message_ids.append(mid)
-        out.events.append(
-            MessageAppended(**base(), message_id=mid, message=msg, tokens=count, encoding=encoding)
-        )
-        out.events.extend(usages.pop(i, []))
+    wanted = {r.index for r in out.session.repairs}
+    if not out.whole and counts is None:  # (a session built whole beside a compaction)
+        counts = _prechecked(out.session, encoding)
+    pairs: Iterable[tuple[Sequence[JSON], Sequence[int]]] = (
+        [(out.messages, out.tokens)] if counts is None else _built(out.session.messages, counts)
+    )
+    i = 0
+    for messages, tokens in pairs:
+        for msg, count in zip(messages, tokens, strict=True):
+            if i >= skip:
+                mid = ledger.ids("msg")
+                if out.whole:
+                    out.message_ids.append(mid)
+                elif i in wanted:
+                    out.repaired_ids[i] = mid
+                yield MessageAppended(
+                    **base(), message_id=mid, message=msg, tokens=count, encoding=encoding
+                )
+                yield from usages.pop(i, [])
+            i += 1
     for rest in usages.values():
-        out.events.extend(rest)
+        yield from rest
 
 
 # --------------------------------------------------------------------------- imported compactions

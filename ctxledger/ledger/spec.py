@@ -29,6 +29,7 @@ from ctxledger.messages import check_system_role, stored_role
 from ctxledger.tokens import DEFAULT_ENCODING, check_encoding, count_message
 
 __all__ = [
+    "IMPORT_DIGEST",
     "LOOPS",
     "LOOP_KEY",
     "SessionSpec",
@@ -84,6 +85,11 @@ LOOPS = ("hermes", "every_call", "per_run")
 #: the key of ``SessionStarted.config`` naming the loop of the host that started the
 #: session (absent: not said, read as ``hermes``); compaction continuations carry it
 LOOP_KEY = "agent_loop"
+#: the ``SessionStarted.config`` key holding the SHA-256 of the input a session was
+#: imported from (``importers.detect.file_digest``): a second import of the same input
+#: is told by it (``ledger.importing``). A version that does not know it ignores it
+#: (``CompressionConfig.from_snapshot``); like :data:`LOOP_KEY`, no plan reads it
+IMPORT_DIGEST = "import_sha256"
 
 
 def check_loop(loop: object, field: str = "loop") -> str:

@@ -82,6 +82,11 @@ def _long_text_at(chars: int) -> Iterator[None]:
 
 @settings(max_examples=1500, deadline=None)
 @given(text=st.lists(_NEAR_SLASHES, max_size=20).map("".join), long=st.booleans())
+# session 40 (a CI draw): ``..\\`` or ``.\\`` after a device prefix (``\\\\.\\``) starts no
+# Windows path (the prefix is a drive's only); ``app.py`` after it is its own name
+@example(text="\\\\.\\..\\", long=False)
+@example(text="\\\\.\\..\\", long=True)
+@example(text="\\\\.\\.\\app.py", long=False)
 def test_anchors_near_slash_paths_give_the_reference_spans(text: str, long: bool) -> None:
     first: dict[str, int] = {}
     for position, value in reference.paths(text):

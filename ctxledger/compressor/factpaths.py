@@ -446,7 +446,8 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
         start = match.start() - 1 if drive else match.start()
         if start < done or (drive and text[start] not in string.ascii_letters):
             continue  # (inside the last one, or no drive letter; done >= 0 > -1)
-        if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS and not _after_device(text, start):
+        glued = start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS
+        if glued and not (drive and _after_device(text, start)):  # (``\\\\.\\..\\``: no ``..\\``)
             continue
         right = grow.match(text, match.end())
         done = right.end() if right is not None else match.end()
@@ -455,7 +456,9 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def _after_device(text: str, start: int) -> bool:
     """Whether a Win32 device prefix (``\\\\?\\``, ``\\\\.\\``) ends at `start`, after
-    no path character or separator."""
+    no path character or separator. Asked of a drive only (session 32's rule: the path
+    is the drive's); ``.\\``, ``..\\`` or ``~\\`` after one is no relative path
+    (session 40: ``\\\\.\\..\\app.py`` names ``app.py``, as the reference reads it)."""
     for prefix in _DEVICE_PREFIXES:
         at = start - len(prefix)
         if text.startswith(prefix, at) and at >= 0:

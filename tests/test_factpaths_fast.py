@@ -87,6 +87,7 @@ def _long_text_at(chars: int) -> Iterator[None]:
 @example(text="\\\\.\\..\\", long=False)
 @example(text="\\\\.\\..\\", long=True)
 @example(text="\\\\.\\.\\app.py", long=False)
+@example(text="é\\\\.\\C:\\app.py", long=False)  # (nor after a letter of a name)
 def test_anchors_near_slash_paths_give_the_reference_spans(text: str, long: bool) -> None:
     first: dict[str, int] = {}
     for position, value in reference.paths(text):

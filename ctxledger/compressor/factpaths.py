@@ -22,6 +22,7 @@ from typing import Any
 from ctxledger.compressor.factescapes import backslash_after_dots, unescaped
 from ctxledger.compressor.factgrep import branch_spans, context_spans
 from ctxledger.compressor.factletters import is_word as is_word_char
+from ctxledger.compressor.factletters import name_letter
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
@@ -462,7 +463,8 @@ def _after_device(text: str, start: int) -> bool:
     for prefix in _DEVICE_PREFIXES:
         at = start - len(prefix)
         if text.startswith(prefix, at) and at >= 0:
-            return at == 0 or text[at - 1] not in _NOT_BEFORE_WINDOWS
+            before = text[at - 1 : at]  # (nor a name's letter: ``é\\\\?\\C:\\``, session 40)
+            return not before or not (before in _NOT_BEFORE_WINDOWS or name_letter(before))
     return False
 
 

@@ -35,6 +35,7 @@ def _reference_ends(text: str) -> dict[int, int]:
 
 @settings(max_examples=400, deadline=None)
 @given(text=_TEXTS)
+@example(text='\\\\.\\C:\\dir\\\\\\"')  # session 40: a device's drive path before ``\\"``
 def test_span_ends_are_the_reference_walk(text: str) -> None:
     assert dict(factpaths._span_ends(text)) == _reference_ends(text)
     assert list(factpaths.paths(text)) == list(reference.paths(text))

@@ -116,6 +116,10 @@ def test_a_pre_release_after_a_version_stays_one() -> None:
         ("\\\\?\\UNC\\srv\\share\\x.txt", ["\\\\?\\UNC\\srv\\share\\x.txt"]),
         ("\\\\?\\C: alone", []),
         ("x\\\\?\\C:\\a\\b.txt", ["b.txt"]),  # the prefix after a name: not a device's
+        # session 40: the prefix is a drive's only; ``..\\`` after it is no relative path
+        ("\\\\?\\..\\src\\app.py", ["app.py"]),
+        ('"\\\\\\\\.\\\\.\\\\app.py"', ["app.py"]),
+        ("José\\\\?\\C:\\a\\b.txt", ["b.txt"]),  # the prefix glued to a name: as x's above
     ],
 )
 def test_a_device_path_reads_as_one_path(text: str, paths: list[str]) -> None:

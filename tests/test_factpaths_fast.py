@@ -35,6 +35,7 @@ def _reference_ends(text: str) -> dict[int, int]:
 
 @settings(max_examples=400, deadline=None)
 @given(text=_TEXTS)
+@example(text='\\\\.\\C:\\dir\\\\\\"')  # session 40: a device's drive path before ``\\"``
 def test_span_ends_are_the_reference_walk(text: str) -> None:
     assert dict(factpaths._span_ends(text)) == _reference_ends(text)
     assert list(factpaths.paths(text)) == list(reference.paths(text))
@@ -82,6 +83,12 @@ def _long_text_at(chars: int) -> Iterator[None]:
 
 @settings(max_examples=1500, deadline=None)
 @given(text=st.lists(_NEAR_SLASHES, max_size=20).map("".join), long=st.booleans())
+# session 40 (a CI draw): ``..\\`` or ``.\\`` after a device prefix (``\\\\.\\``) starts no
+# Windows path (the prefix is a drive's only); ``app.py`` after it is its own name
+@example(text="\\\\.\\..\\", long=False)
+@example(text="\\\\.\\..\\", long=True)
+@example(text="\\\\.\\.\\app.py", long=False)
+@example(text="é\\\\.\\C:\\app.py", long=False)  # (nor after a letter of a name)
 def test_anchors_near_slash_paths_give_the_reference_spans(text: str, long: bool) -> None:
     first: dict[str, int] = {}
     for position, value in reference.paths(text):

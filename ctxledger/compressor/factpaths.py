@@ -22,6 +22,7 @@ from typing import Any
 from ctxledger.compressor.factescapes import backslash_after_dots, unescaped
 from ctxledger.compressor.factgrep import branch_spans, context_spans
 from ctxledger.compressor.factletters import is_word as is_word_char
+from ctxledger.compressor.factletters import name_letter
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
@@ -446,7 +447,8 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
         start = match.start() - 1 if drive else match.start()
         if start < done or (drive and text[start] not in string.ascii_letters):
             continue  # (inside the last one, or no drive letter; done >= 0 > -1)
-        if start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS and not _after_device(text, start):
+        glued = start > 0 and text[start - 1] in _NOT_BEFORE_WINDOWS
+        if glued and not (drive and _after_device(text, start)):  # (``\\\\.\\..\\``: no ``..\\``)
             continue
         right = grow.match(text, match.end())
         done = right.end() if right is not None else match.end()
@@ -455,11 +457,14 @@ def _anchored_windows_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def _after_device(text: str, start: int) -> bool:
     """Whether a Win32 device prefix (``\\\\?\\``, ``\\\\.\\``) ends at `start`, after
-    no path character or separator."""
+    no path character or separator. Asked of a drive only (session 32's rule: the path
+    is the drive's); ``.\\``, ``..\\`` or ``~\\`` after one is no relative path
+    (session 40: ``\\\\.\\..\\app.py`` names ``app.py``, as the reference reads it)."""
     for prefix in _DEVICE_PREFIXES:
         at = start - len(prefix)
         if text.startswith(prefix, at) and at >= 0:
-            return at == 0 or text[at - 1] not in _NOT_BEFORE_WINDOWS
+            before = text[at - 1 : at]  # (nor a name's letter: ``é\\\\?\\C:\\``, session 40)
+            return not before or not (before in _NOT_BEFORE_WINDOWS or name_letter(before))
     return False
 
 

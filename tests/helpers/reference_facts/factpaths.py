@@ -448,7 +448,10 @@ def span_ends(text: str) -> dict[int, int]:
     for start, end in _device_unc_paths(read):  # session 32
         if plausible_path(text[start : quote_escape(text, end)]) and not _cut(text, end):
             windows.append((start, quote_escape(text, end)))
-    windows.extend(match.span(1) for match in _DEVICE_DRIVE_PATH.finditer(read))
+    # (session 40: the drive's path ends as one without the prefix, before ``\\"`` too)
+    windows.extend(
+        (m.start(1), quote_escape(text, m.end(1))) for m in _DEVICE_DRIVE_PATH.finditer(read)
+    )
     # (session 33's second review: none cut at a letter or a mark of any script)
     windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]
     windows.sort()

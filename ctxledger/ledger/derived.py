@@ -148,7 +148,7 @@ class _LongContents:
     Only the rows that may hold one are decoded (:func:`may_hold_long`: a long payload,
     or one referencing a blob at least as long), and the log is not read at all when the
     store holds neither (:class:`LongContentScan`): a walk over a log without long
-    contents costs two queries, not a second decode of the log (the first is verify's).
+    contents costs two length queries, not another decode of the whole log.
     So a row that cannot hold one is not counted when it cannot be read (verify names
     it), where the walk of every row counted it."""
 

@@ -5,7 +5,7 @@ and an older ctxledger sharing the database ignores it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import psycopg
@@ -25,14 +25,21 @@ _PUT = (
     "INSERT INTO derived (ref, kind, version, value) VALUES (%s, %s, %s, %s)"
     " ON CONFLICT (ref, kind, version) DO UPDATE SET value = EXCLUDED.value"
 )
+_ANY = "SELECT EXISTS (SELECT 1 FROM derived)"
+# octet_length of a TOASTed value reads its header, never its chunks (as SQLite's length)
+_LONG_BLOBS = "SELECT ref FROM blobs WHERE octet_length(data) >= %s"
+_LONG_PAYLOAD = "SELECT EXISTS (SELECT 1 FROM events WHERE octet_length(payload) >= %s)"
 #: what a concurrent ``CREATE TABLE IF NOT EXISTS`` of the same table can raise
 _RACED = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable)
 
 
 class PgDerived:
-    """``get_derived`` / ``put_derived`` on the store's pool (``_run``)."""
+    """``get_derived`` / ``put_derived`` and the
+    :class:`~ctxledger.eventstore.longscan.LongContentScan` on the store's pool (``_run``,
+    ``_fetch``)."""
 
     _run: Callable[[str, Callable[[Conn], Any]], Any]
+    _fetch: Callable[[str, str, Sequence[Any]], list[tuple[Any, ...]]]
 
     def get_derived(self, ref: str, kind: str, version: str) -> bytes | None:
         """The value stored under (ref, kind, version), or None (read-only; no table yet:
@@ -67,3 +74,24 @@ class PgDerived:
                         raise
 
         self._run("store a derived value", put)
+
+    def long_blob_refs(self, min_size: int) -> set[str]:
+        """The refs of the blobs holding at least `min_size` bytes (read-only)."""
+        return {str(row[0]) for row in self._fetch("list the long blobs", _LONG_BLOBS, (min_size,))}
+
+    def has_long_payload(self, min_size: int) -> bool:
+        """Whether any row's payload holds at least `min_size` bytes (read-only)."""
+        return bool(self._fetch("look for long payloads", _LONG_PAYLOAD, (min_size,))[0][0])
+
+    def has_derived(self) -> bool:
+        """Whether any derived value is stored (read-only; no table yet: False)."""
+
+        def any_row(conn: Conn) -> bool:
+            try:
+                with conn.transaction():
+                    return bool(conn.execute(_ANY).fetchone()[0])  # type: ignore[index]
+            except psycopg.errors.UndefinedTable:
+                return False
+
+        found: bool = self._run("look for derived values", any_row)
+        return found

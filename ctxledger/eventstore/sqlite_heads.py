@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager
 from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import MAX_SEQ
+from ctxledger.eventstore.longscan import SQLiteLongScan
 from ctxledger.eventstore.rows import (
     NO_HEAD,
     ColumnRow,
@@ -39,9 +40,11 @@ ROWS_BATCH = 10_000
 BACKFILL_BATCH = 5000
 
 
-class HeadColumns:
+class HeadColumns(SQLiteLongScan):
     """Reads and backfills the head columns; needs the store's connection, lock and
-    error translation (``_conn``, ``_lock``, ``_errors``, ``_writing``)."""
+    error translation (``_conn``, ``_lock``, ``_errors``, ``_writing``). With what
+    ``upgrade`` and ``verify`` ask before walking the long contents (:class:`SQLiteLongScan`:
+    the store's module is at its size limit)."""
 
     _conn: sqlite3.Connection
     _lock: threading.RLock

@@ -33,11 +33,13 @@ from ctxledger.errors import CtxLedgerError
 from ctxledger.events import Event, MessageAppended, hydrate, sha256_hex
 from ctxledger.eventstore.base import AppendRequest, EventStore
 from ctxledger.eventstore.contents import hashed_ref, shared_contents
+from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.eventstore.fingerprints import (
     count_after_kind,
     count_after_version,
     encode_count_after,
 )
+from ctxledger.eventstore.longscan import LongContentScan, may_hold_long
 from ctxledger.eventstore.rows import decode_stored
 from ctxledger.tokens import count_text_after, cuts_apply, first_cut
 
@@ -108,7 +110,10 @@ def differing_values(store: EventStore) -> Iterator[Differing]:
     """Each derived value stored at today's version for a long message of the log that
     differs from what the code computes now (read-only: ``verify``). The values are a
     cache outside the hash chain that audits and what-ifs trust, so a wrong one (edited,
-    or stale after a code slip) must be found by the check the user runs."""
+    or stale after a code slip) must be found by the check the user runs. A store
+    holding no value has nothing to compare: the log is not read."""
+    if isinstance(store, LongContentScan) and not store.has_derived():
+        return
     for seq, ref, (kind, _version, _compute), found, value in _recomputed(
         store, _LongContents(store), stored_only=True
     ):
@@ -138,15 +143,27 @@ def _recomputed(
 
 class _LongContents:
     """(seq, event, content) of each long message in the log, read row by row so that a
-    content whose blob cannot be read is skipped and counted (:attr:`unreadable`)."""
+    content whose blob cannot be read is skipped and counted (:attr:`unreadable`).
+
+    Only the rows that may hold one are decoded (:func:`may_hold_long`: a long payload,
+    or one referencing a blob at least as long), and the log is not read at all when the
+    store holds neither (:class:`LongContentScan`): a walk over a log without long
+    contents costs two length queries, not another decode of the whole log.
+    So a row that cannot hold one is not counted when it cannot be read (verify names
+    it), where the walk of every row counted it."""
 
     def __init__(self, store: EventStore) -> None:
         self.store, self.unreadable = store, 0
 
     def __iter__(self) -> Iterator[tuple[int, MessageAppended, str]]:
+        maybe, refs = _long_refs(self.store)
+        if not maybe:
+            return
         for seq, _stream, _v, _id, kind, schema, payload, _hash in self.store.read_stored():
             if kind and kind != "MessageAppended":
                 continue  # (not decoded: the other events hold no message)
+            if refs is not None and not may_hold_long(payload, schema, refs):
+                continue
             try:
                 event = hydrate(decode_stored(payload, schema), self.store.get_blob)
             except (CtxLedgerError, KeyError, UnicodeDecodeError):
@@ -156,6 +173,18 @@ class _LongContents:
                 content = stored_content(event.message)
                 if content is not None:
                     yield seq, event, content
+
+
+def _long_refs(store: EventStore) -> tuple[bool, frozenset[bytes] | None]:
+    """(whether any row of `store` may hold a long content, the refs of the blobs long
+    enough to hold one as a payload writes them); the refs are None when the store
+    cannot tell (then every row is decoded). A UTF-8 text is at least as many bytes as
+    characters, in its blob or in the payload holding it inline."""
+    if not isinstance(store, LongContentScan):
+        return True, None
+    found = store.long_blob_refs(STORED_MIN_CHARS)
+    refs = frozenset(ref.encode("utf-8", "replace") for ref in found)
+    return bool(refs) or store.has_long_payload(STORED_MIN_CHARS), refs
 
 
 Value = tuple[str, str, Callable[[], "bytes | None"]]

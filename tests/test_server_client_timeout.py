@@ -20,7 +20,14 @@ import httpx
 import httpx2
 import openai
 import pytest
-from helpers.fake_upstream import Error, FakeUpstream, Say, Seen
+from helpers.fake_upstream import (
+    Error,
+    FakeUpstream,
+    Say,
+    Seen,
+    request_body,
+    serve_lifespan,
+)
 from helpers.server_rig import Rig, ask, rig
 from helpers.uvicorn_thread import serving
 
@@ -240,17 +247,9 @@ async def _silent_upstream(scope: dict[str, Any], receive: Any, send: Any) -> No
     half-open connection): no answer, or a stream's first event and then silence, until
     the proxy hangs up."""
     if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+        await serve_lifespan(receive, send)
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    if json.loads(body).get("stream"):
+    if json.loads(await request_body(receive)).get("stream"):
         start = {"type": "http.response.start", "status": 200}
         await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
         await send({"type": "http.response.body", "body": FIRST_CHUNK, "more_body": True})

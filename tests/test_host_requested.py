@@ -164,3 +164,24 @@ def test_hermes_s_own_decision_keeps_its_pending_refusal() -> None:
     caller, asked = _asked_from("agent.conversation_loop")
     assert caller == "agent.conversation_loop"
     assert asked == Asked(None, False, 9_000, "a1", "context length")
+
+
+async def _asked_through_the_plugin(ledger: Ledger) -> None:
+    svc = ContextService(ledger, config=SMALL)
+    sid = await _talk(svc, ledger.start_session(model="m", context_length=16_000), 17)
+    asked = Asked(None, False, 9_000, "tui", None, 0, True)
+    assert (await asked.run(svc, sid, None)).compressed
+
+
+def test_a_request_s_stored_wording_says_the_user_asked(tmp_path: Path) -> None:
+    """(Final review, F6.) The plugin's source of a ``requested`` compaction (stored in
+    its check, shown by ``show`` and ``audit``) said "hermes decided": the user asked.
+    Only new events say so; a ledger recorded before keeps (and replays) its words."""
+    ledger = deterministic_ledger(tmp_path / "l.db", config=SMALL)
+    anyio.run(_asked_through_the_plugin, ledger)
+    [check] = [r.event for r in ledger.store.read_all() if isinstance(r.event, CompressionChecked)]
+    assert check.trigger == "requested"
+    assert check.source == (
+        "hermes's user asked (compress, force=False, its TUI's or ACP's /compress): "
+        "~9,000 tokens by its estimate"
+    )

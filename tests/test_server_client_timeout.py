@@ -20,7 +20,14 @@ import httpx
 import httpx2
 import openai
 import pytest
-from helpers.fake_upstream import Error, FakeUpstream, Say, Seen
+from helpers.fake_upstream import (
+    Error,
+    FakeUpstream,
+    Say,
+    Seen,
+    request_body,
+    serve_lifespan,
+)
 from helpers.server_rig import Rig, ask, rig
 from helpers.uvicorn_thread import serving
 
@@ -61,7 +68,6 @@ async def _call_hanging_up(app: Any, path: str, body: dict[str, Any], when: anyi
     """Call `app` as a server would, the client hanging up once `when` is set; the
     status the app answered."""
     sent = [False]
-    started: list[int] = []
 
     async def receive() -> dict[str, Any]:
         if not sent[0]:
@@ -69,6 +75,14 @@ async def _call_hanging_up(app: Any, path: str, body: dict[str, Any], when: anyi
             return {"type": "http.request", "body": json.dumps(body).encode()}
         await when.wait()
         return {"type": "http.disconnect"}
+
+    return await _call(app, path, receive)
+
+
+async def _call(app: Any, path: str, receive: Any) -> int:
+    """Call `app` as a server would, the client's messages from `receive`; the status
+    the app answered."""
+    started: list[int] = []
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -120,25 +134,31 @@ async def test_a_hang_up_before_the_answer_records_nothing_and_the_retry_goes_on
         assert r.state.families_locked() == 0  # the session is free for the retry
         kinds = [type(e) for e in _events(r)]
         assert kinds.count(MessageAppended) == 1 and UsageReported not in kinds  # the ask only
-        client = r.openai(**{"X-Ctxledger-Session": SESSION})
-        seen: list[Seen] = r.upstream.requests
-        if path == "/v1/responses":
-            first = await client.responses.create(model="m", input=[ASK])
-            answer = first.output_text
-        else:
-            reply = await client.chat.completions.create(model="m", messages=[ASK])
-            answer = reply.choices[0].message.content or ""
-        nxt = [ASK, {"role": "assistant", "content": answer}, {"role": "user", "content": "and?"}]
-        if path == "/v1/responses":
-            await client.responses.create(model="m", input=nxt)
-        else:
-            await client.chat.completions.create(model="m", messages=nxt)
-        events = _events(r)
-        assert {e.session_id for e in events} == {SESSION}  # no branch
-        assert len([e for e in events if isinstance(e, SessionStarted)]) == 1
-        texts = [_text(e.message) for e in events if isinstance(e, MessageAppended)]
-        assert texts[:3] == ["hello", answer, "and?"] and len(texts) == 4
-        assert len(seen) == 3  # the dropped try, the retry, the next turn
+        await _the_retry_goes_on(r, path)
+
+
+async def _the_retry_goes_on(r: Rig, path: str) -> None:
+    """After a try dropped at its hang-up (the ask recorded, nothing else): the SDK's
+    retry and the next turn continue the one session, no branch."""
+    client = r.openai(**{"X-Ctxledger-Session": SESSION})
+    seen: list[Seen] = r.upstream.requests
+    if path == "/v1/responses":
+        first = await client.responses.create(model="m", input=[ASK])
+        answer = first.output_text
+    else:
+        reply = await client.chat.completions.create(model="m", messages=[ASK])
+        answer = reply.choices[0].message.content or ""
+    nxt = [ASK, {"role": "assistant", "content": answer}, {"role": "user", "content": "and?"}]
+    if path == "/v1/responses":
+        await client.responses.create(model="m", input=nxt)
+    else:
+        await client.chat.completions.create(model="m", messages=nxt)
+    events = _events(r)
+    assert {e.session_id for e in events} == {SESSION}  # no branch
+    assert len([e for e in events if isinstance(e, SessionStarted)]) == 1
+    texts = [_text(e.message) for e in events if isinstance(e, MessageAppended)]
+    assert texts[:3] == ["hello", answer, "and?"] and len(texts) == 4
+    assert len(seen) == 3  # the dropped try, the retry, the next turn
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
@@ -227,17 +247,9 @@ async def _silent_upstream(scope: dict[str, Any], receive: Any, send: Any) -> No
     half-open connection): no answer, or a stream's first event and then silence, until
     the proxy hangs up."""
     if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+        await serve_lifespan(receive, send)
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    if json.loads(body).get("stream"):
+    if json.loads(await request_body(receive)).get("stream"):
         start = {"type": "http.response.start", "status": 200}
         await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
         await send({"type": "http.response.body", "body": FIRST_CHUNK, "more_body": True})
@@ -348,3 +360,33 @@ async def test_create_app_refuses_a_turn_timeout_that_is_no_cap(
     with pytest.raises(ValueError, match="turn_timeout"):
         create_app(service, turn_timeout=seconds)
     await service.aclose()
+
+
+async def test_a_hang_up_as_the_answer_arrives_records_nothing(tmp_path: Path) -> None:
+    """(Final review, F3.) A client that hangs up once the proxy has stopped watching
+    (the whole answer arrived) and before it is recorded: the answer is not recorded
+    (the client never sees it, and its retry would be a repeat that branches the next
+    turn), 499, the session freed; the retry then continues the one line."""
+    async with rig(tmp_path) as r:
+        stopped = [False]  # the proxy's watch over the wait for the upstream has ended
+        sent = [False]
+
+        async def receive() -> dict[str, Any]:
+            if not sent[0]:
+                sent[0] = True
+                body = {"model": "m", "messages": [ASK]}
+                return {"type": "http.request", "body": json.dumps(body).encode()}
+            if stopped[0]:  # gone by the time anyone looks again
+                return {"type": "http.disconnect"}
+            try:
+                await anyio.sleep_forever()  # (until the proxy stops watching: cancelled)
+            finally:
+                stopped[0] = True
+            return {"type": "http.disconnect"}
+
+        status = await _call(r.app, "/v1/chat/completions", receive)
+        assert stopped[0] and len(r.upstream.requests) == 1  # (answered, then the hang-up)
+        assert status == 499 and r.state.families_locked() == 0
+        kinds = [type(e) for e in _events(r)]
+        assert kinds.count(MessageAppended) == 1 and UsageReported not in kinds  # the ask only
+        await _the_retry_goes_on(r, "/v1/chat/completions")

@@ -132,16 +132,22 @@ def test_a_live_chain_without_usage_is_not_said_to_be_imported(tmp_path: Path) -
     assert not any("trigger ran" in w or "import" in w for w in repro.warnings), repro.warnings
 
 
-async def _host_decided(ledger: Ledger) -> str:
+async def _host_decided(ledger: Ledger, *, requested: bool = False) -> str:
     """A chain whose host decides when to compact, as Hermes's context engine does: no
     trigger of the ledger runs; the host asks for a compaction (manual) after a user
-    message that takes the live view to the threshold."""
+    message that takes the live view to the threshold. `requested`: the user asks there
+    without forcing it (Hermes's TUI ``/compress``), recorded ``requested``."""
     svc = ContextService(ledger, config=SMALL)
     sid = ledger.start_session(model="m", context_length=16_000)
     for turn in range(14):
         await svc.append(sid, [{"role": "user", "content": f"turn {turn} " + "word " * 900}])
         status = svc.status(sid)
-        if status["tokens"] >= status["threshold_tokens"]:
+        if status["tokens"] >= status["threshold_tokens"] and requested:
+            asked = await svc.host_compress(
+                sid, "the user's /compress", tokens=status["tokens"], agent="tui", requested=True
+            )
+            sid = asked.session_id
+        elif status["tokens"] >= status["threshold_tokens"]:
             sid = (await svc.compress(sid)).session_id
         sid = (await svc.append(sid, [{"role": "assistant", "content": f"done {turn}"}])).session_id
     return svc.tip(sid)
@@ -169,6 +175,22 @@ def test_a_host_decided_compaction_the_whatif_doubles_is_said(tmp_path: Path) ->
     plain = deterministic_ledger(tmp_path / "plain.db")
     plain_repro = whatif(plain, record_generated(plain, seed=4, turns=10)).reproduction
     assert plain_repro is not None and not any("twice" in w for w in plain_repro.warnings)
+
+
+def test_a_requested_compaction_the_whatif_doubles_is_said(tmp_path: Path) -> None:
+    """Session 40: a user's unforced ask (``requested``) is replayed whatever the size, as
+    ``manual`` is; right after the what-if's own preflight at the same point it is a
+    second compaction where the recording made one, and the warning counts and names it."""
+    ledger = deterministic_ledger(tmp_path / "l.db")
+    tip = anyio.run(lambda: _host_decided(ledger, requested=True))
+    report = whatif(ledger, tip)
+    repro = report.reproduction
+    assert repro is not None and not repro.exact
+    assert repro.compactions == [2, 3]
+    triggers = [c.trigger for c in report.whatif.compactions]
+    assert triggers == ["preflight", "requested", "requested"]
+    [warning] = [w for w in repro.warnings if "compacted twice" in w]
+    assert warning.startswith("1 compaction(s) the agent asked for (requested) came right after")
 
 
 async def _checked_between_turns(ledger: Ledger, where: str) -> str:

@@ -41,7 +41,7 @@ from ctxledger.compressor.factmatch import (
 )
 from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.factscan import LONG_TEXT
-from ctxledger.compressor.factstore import Getter, read_facts, stored_content
+from ctxledger.compressor.factstore import read_facts, stored_content
 from ctxledger.compressor.markers import (
     FOREIGN_END,
     FOREIGN_MERGE_DELIMITER,
@@ -53,7 +53,7 @@ from ctxledger.compressor.markers import (
     summary_end_marker,
     summary_prefix,
 )
-from ctxledger.compressor.normalstore import read_forms
+from ctxledger.compressor.normalstore import Getter, read_forms
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.ledger.facade import Ledger

@@ -129,9 +129,9 @@ def _require_server_extra() -> None:
     "--turn-timeout",
     type=SECONDS,
     default=None,
-    help="Seconds a proxied turn waits for the upstream's answer, or a stream's next event, "
-    "before a 502 (a stream ends with an error event); a client's own shorter timeout "
-    "ends the turn first (default 3600).",
+    help="Seconds of silence (no bytes from the upstream) a proxied turn waits before a 502 "
+    "(a stream ends with an error event); a cap on silence, not on the whole answer; a "
+    "client's own shorter timeout ends the turn first (default 3600).",
 )
 @click.option(
     "--log-level",

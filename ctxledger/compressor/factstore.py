@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from ctxledger.compressor.factmatch import Fact
 from ctxledger.compressor.facts import extract_facts
+from ctxledger.compressor.normalstore import Getter
 from ctxledger.eventstore.derived import STORED_MIN_CHARS
 from ctxledger.eventstore.fingerprints import CodeVersion
 
@@ -96,9 +97,6 @@ def decode_facts(value: bytes, message: Mapping[str, Any]) -> list[Fact] | None:
 def computed_value(message: Mapping[str, Any]) -> bytes:
     """The value to store for `message` (its facts extracted now)."""
     return encode_facts(extract_facts([message]))
-
-
-Getter = Callable[[str, str, str], "bytes | None"]
 
 
 def read_facts(message: Mapping[str, Any], ref: str, get: Getter) -> list[Fact] | None:

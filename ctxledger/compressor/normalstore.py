@@ -23,7 +23,7 @@ from ctxledger.compressor.factmatch import fold_pieces, folds_to_itself, single_
 from ctxledger.compressor.factscan import casefolded
 from ctxledger.eventstore.fingerprints import CodeVersion
 
-__all__ = ["KIND", "computed_value", "forms_of", "normal_version", "read_forms"]
+__all__ = ["KIND", "Getter", "computed_value", "forms_of", "normal_version", "read_forms"]
 
 #: the stored value's layout (bump when :func:`computed_value` changes)
 ENCODING = "normal-1"
@@ -70,6 +70,9 @@ def forms_of(text: str, value: bytes) -> tuple[str, str] | None:
     return text, (text if value[0] & FOLDED_IS_TEXT else casefolded(text))
 
 
+#: how a derived value is read: (blob ref, kind, version) -> the value, or None (also
+#: the facts' reader's, :func:`ctxledger.compressor.factstore.read_facts`: one alias,
+#: here, so the facts' import graph gains this small module and not the other way)
 Getter = Callable[[str, str, str], "bytes | None"]
 
 

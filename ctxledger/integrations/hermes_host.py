@@ -215,8 +215,10 @@ class Asked(NamedTuple):
         said = "its estimate" if tokens is None else f"~{tokens:,} tokens by its estimate"
         why = f", after its provider refused the request ({self.refused})" if self.refused else ""
         why = ", its gateway's hygiene before a turn" if self.hygiene else why
-        why = ", its user's /compress" if self.requested else why
-        source = f"hermes decided (compress, force=False{why}): {said}"
+        who = "hermes decided"
+        if self.requested:  # (session 40's final review: the user asked, Hermes did not decide)
+            who, why = "hermes's user asked", ", its TUI's or ACP's /compress"
+        source = f"{who} (compress, force=False{why}): {said}"
         return await svc.host_compress(
             sid,
             source,

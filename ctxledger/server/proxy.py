@@ -454,8 +454,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
         await t.record_request(family, context_length)
         got = await while_connected(request.receive, t.upstream_answer)
         if got is None:  # hung up (timed out) first: the upstream's answer is dropped
-            log.info("session %s: the client left before the answer; none recorded", t.session_id)
-            return _error(api, 499, "client_closed", "the client left before the answer")
+            return _left_before_the_answer(t)
         if isinstance(got, Response):
             return got
         upstream, data = got
@@ -466,11 +465,20 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             reply, usage = api.json_reply(decode_reply(data))
         except BadUpstreamReply as exc:
             return _error(api, 502, BAD_REPLY, bad_reply_message(api.name, exc))
+        if await request.is_disconnected():  # gone as it came (after the watch): not recorded
+            return _left_before_the_answer(t)
         await t.record_reply(reply, usage)
         return forwarded(data, upstream)
     finally:
         if not handed_over:
             release()
+
+
+def _left_before_the_answer(t: Turn) -> Response:
+    """A client that hung up before it had the answer: nothing of it is recorded (its
+    retry, answered again, continues the line instead of branching its next turn)."""
+    log.info("session %s: the client left before the answer; none recorded", t.session_id)
+    return _error(t.api, 499, "client_closed", "the client left before the answer")
 
 
 def _body(data: bytes) -> dict[str, Any]:

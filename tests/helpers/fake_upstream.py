@@ -158,16 +158,9 @@ class FakeUpstream:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await serve_lifespan(receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await request_body(receive)
         seen = Seen(
             scope["path"],
             {k.decode().lower(): v.decode() for k, v in scope["headers"]},
@@ -232,6 +225,23 @@ class FakeUpstream:
         if isinstance(behaviour, Cut):
             events = events[: behaviour.after]
         await _stream(send, events, self.event_delay, cut=cut)
+
+
+async def serve_lifespan(receive: Any, send: Any) -> None:
+    """An ASGI app's lifespan as a server runs it (uvicorn): started, then shut down."""
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+async def request_body(receive: Any) -> bytes:
+    """An ASGI request's whole body."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
 
 
 async def _stream(send: Any, events: list[bytes], delay: float, *, cut: bool = False) -> None:
@@ -623,7 +633,9 @@ __all__ = [
     "Raw",
     "Say",
     "Seen",
+    "request_body",
     "responses_events",
     "responses_json",
     "responses_prompt_tokens",
+    "serve_lifespan",
 ]

@@ -399,17 +399,27 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
     is_flag=True,
     help="Exit 1 on a warning too (the anchor not checked: another user's, or no key).",
 )
+@click.option(
+    "--derived",
+    is_flag=True,
+    help="Also recompute each stored derived value of a long message and fail on one that differs (slow: seconds per MB).",
+)
 @json_option
 @click.pass_context
 @handle_errors
-def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: bool) -> None:
+def verify(
+    ctx: click.Context, expect_head: str | None, strict: bool, derived: bool, as_json: bool
+) -> None:
     """Walk the log (without folding it), its blobs and its sealed head anchor; exit 1 on the first bad event.
 
     Prints the head (last seq and hash): keep it elsewhere and pass it back with
     --expect-head to detect deleted newest events even if the anchor file is lost.
+    The derived values stored for long messages (a cache outside the hash chain) are
+    compared with their recomputation only with --derived; `ctxledger upgrade`
+    replaces one that differs.
     """
     state = state_of(ctx)
-    report = verify_file(state.db, expect_head=expect_head, tell=note)
+    report = verify_file(state.db, expect_head=expect_head, tell=note, derived=derived)
     if as_json:
         emit_json(report)
     elif report.ok:

@@ -322,8 +322,10 @@ def _load_named(
             del data  # (the bytes are not kept while the text is parsed)
             return IMPORTERS[fmt or _detect_text(text, name)](text, path=name), sha
     _opened(name, pipes=False).close()  # the database is opened again by name: no pipe
-    sessions = IMPORTERS[fmt or "hermes_db"](name)
-    return sessions, file_digest(None, name) if digest else None
+    # (the digest before the read: a session a live Hermes writes meanwhile makes the
+    # next digest differ, so it is imported then, never refused as "the same bytes")
+    sha = file_digest(None, name) if digest else None
+    return IMPORTERS[fmt or "hermes_db"](name), sha
 
 
 def load(

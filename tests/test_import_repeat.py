@@ -190,3 +190,29 @@ def test_a_session_hermes_writes_while_the_database_is_read_is_imported_next_tim
     assert second.exit_code == 0, second.output
     assert "into 2 session(s)" in second.stderr, second.output  # ('x' again, and 'y')
     assert run(db, "import", "--format", "hermes_db", str(state)).exit_code == 2
+
+
+def test_a_repeat_is_refused_before_its_bytes_are_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest is known once the bytes are read: a repeat was refused only after the
+    whole input was parsed and validated (s40 final review, LOW-6: ~15 s for 256 MiB).
+    Also: an input that fails to parse makes no ledger where there was none."""
+    src, db = _write(tmp_path / "a.jsonl", _LINES), tmp_path / "l.db"
+    real, parsed = detect.IMPORTERS["openai"], []
+
+    def counted(text: str, path: str | None = None) -> list[ImportedSession]:
+        parsed.append(path)
+        return real(text, path=path)
+
+    monkeypatch.setitem(detect.IMPORTERS, "openai", counted)
+    assert run(db, "import", "--format", "openai", str(src)).exit_code == 0
+    assert len(parsed) == 1
+    assert run(db, "import", "--format", "openai", str(src)).exit_code == 2
+    assert run(db, "import", "--format", "openai", "-", input=src.read_bytes()).exit_code == 2
+    assert len(parsed) == 1  # (neither repeat was parsed)
+    assert run(db, "import", "--again", "--format", "openai", str(src)).exit_code == 0
+    assert len(parsed) == 2
+    bad, fresh = _write(tmp_path / "bad.jsonl", [{"role": 7}]), tmp_path / "fresh.db"
+    assert run(fresh, "import", "--format", "openai", str(bad)).exit_code != 0
+    assert not fresh.exists()

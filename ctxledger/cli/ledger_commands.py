@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from ctxledger.cli.app import (
     POSITIVE,
     REF,
     FilePath,
+    State,
     cli,
     config_file_option,
     console,
@@ -37,6 +40,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import ImportFormatError, InvalidInput
+from ctxledger.eventstore.opening import is_url, target_text
 from ctxledger.importers.detect import load as load_import
 from ctxledger.importers.detect import load_file, read_input_stream
 from ctxledger.importers.model import ImportedSession
@@ -81,6 +85,20 @@ def _refuse_repeat(ledger: Ledger, digest: str, name: str) -> None:
     )
 
 
+def _repeat_refuser(state: State, name: str) -> Callable[[str], None]:
+    """:func:`_refuse_repeat` of the ledger `state` names, called with an input's digest
+    once its bytes are read, before they are parsed (a repeat is refused without paying
+    the parse). A SQLite ledger not made yet (no file, or an empty one) holds no import,
+    and an input that then fails to parse must not make one."""
+
+    def refuse(digest: str) -> None:
+        db = target_text(state.db)
+        if is_url(db) or (os.path.isfile(db) and os.path.getsize(db) > 0):
+            _refuse_repeat(state.ledger(), digest, name)
+
+    return refuse
+
+
 @cli.command("import")
 @click.argument("file", type=FilePath(allow_dash=True, path_type=Path))
 @click.option(
@@ -123,17 +141,20 @@ def import_cmd(
     A file whose bytes the ledger already imported is refused (nothing is appended),
     naming the earlier import; --again imports it once more.
     """
+    refuse = _repeat_refuser(state_of(ctx), "stdin" if str(file) == "-" else shown_path(file))
     if str(file) == "-":
         text, digest = read_input_stream(sys.stdin.buffer, max_bytes)
+        if not again:
+            refuse(digest)
         sessions = _from_stdin(text, fmt)
         del text
     else:
         if not path_exists(file, "FILE"):
             raise InvalidInput(f"{shown_path(file)}: no such file")
-        sessions, digest = load_file(file, fmt, max_bytes=max_bytes)
+        sessions, digest = load_file(
+            file, fmt, max_bytes=max_bytes, check=None if again else refuse
+        )
     ledger = state_of(ctx).ledger()
-    if not again:
-        _refuse_repeat(ledger, digest, "stdin" if str(file) == "-" else shown_path(file))
     with warnings_printed():
         ids = import_sessions(  # (not folded: the command reads nothing after it)
             ledger, sessions, model=model, context_length=context_length, digest=digest, fold=False

@@ -37,6 +37,7 @@ import msgspec
 
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.base import EventStore
+from ctxledger.eventstore.files import HEAD_SUFFIX
 from ctxledger.eventstore.opening import (
     OLDER,
     is_url,
@@ -64,7 +65,7 @@ class HeadAnchor(msgspec.Struct, frozen=True):
 
 
 def anchor_path(db: str | os.PathLike[str]) -> Path:
-    return Path(os.fspath(db) + ".head")
+    return Path(os.fspath(db) + HEAD_SUFFIX)
 
 
 def _key_path() -> Path:

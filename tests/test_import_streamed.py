@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.ledger_helpers import dump_log
 
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.sqlite import SQLiteEventStore
@@ -61,17 +62,6 @@ def import_into(db: Path) -> list[str]:
         ledger.close()
 
 
-def dump(db: Path) -> list[list[tuple[object, ...]]]:
-    conn = sqlite3.connect(db)
-    try:
-        return [
-            conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
-            for table in ("events", "streams", "blobs")
-        ]
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize("chunk", [None, 5])
 def test_the_streamed_import_writes_the_log_the_whole_import_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
@@ -82,7 +72,7 @@ def test_the_streamed_import_writes_the_log_the_whole_import_wrote(
         monkeypatch.setattr(streamed, "CHUNK", chunk)
     ids = import_into(tmp_path / "l.db")
     assert len(ids) == 3
-    assert dump(tmp_path / "l.db") == dump(GOLDEN)
+    assert dump_log(tmp_path / "l.db") == dump_log(GOLDEN)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

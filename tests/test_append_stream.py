@@ -5,11 +5,11 @@ error late in the stream leaves nothing appended."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.ledger_helpers import dump_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,17 +41,6 @@ def _events(stream: str, n: int, tag: str, big: int = -1) -> list[Event]:
             )
         )
     return out
-
-
-def _dump(path: Path) -> list[list[tuple[object, ...]]]:
-    conn = sqlite3.connect(path)
-    try:
-        return [
-            conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
-            for table in ("events", "streams", "blobs")
-        ]
-    finally:
-        conn.close()
 
 
 def _store(path: Path) -> SQLiteEventStore:
@@ -94,7 +83,7 @@ def test_streamed_rows_are_those_append_many_writes(
             assert store.verify().ok
     finally:
         streamed.CHUNK = old
-    assert _dump(paths[1]) == _dump(paths[0])
+    assert dump_log(paths[1]) == dump_log(paths[0])
 
 
 def test_an_error_late_in_the_stream_appends_nothing(tmp_path: Path) -> None:
@@ -104,7 +93,7 @@ def test_an_error_late_in_the_stream_appends_nothing(tmp_path: Path) -> None:
 
     with _store(tmp_path / "l.db") as store:
         store.append_many([AppendRequest("ses_old", _events("ses_old", 2, "o"), 0)])
-        before = _dump(tmp_path / "l.db")
+        before = dump_log(tmp_path / "l.db")
         old, streamed.CHUNK = streamed.CHUNK, 8
         try:
             with pytest.raises(ValueError, match="late in the file"):
@@ -121,7 +110,7 @@ def test_an_error_late_in_the_stream_appends_nothing(tmp_path: Path) -> None:
                 )  # fmt: skip
         finally:
             streamed.CHUNK = old
-        assert _dump(tmp_path / "l.db") == before
+        assert dump_log(tmp_path / "l.db") == before
         assert store.verify().ok
 
 
@@ -156,7 +145,7 @@ def test_a_re_sent_append_is_refused_as_input_not_as_a_damaged_file(tmp_path: Pa
     it says what it is, and nothing is appended."""
     with _store(tmp_path / "l.db") as store:
         store.append_stream([StreamedRequest("ses_a", iter(_events("ses_a", 4, "a")), 0)])
-        before = _dump(tmp_path / "l.db")
+        before = dump_log(tmp_path / "l.db")
         with pytest.raises(InvalidInput, match="already stored"):
             store.append_stream([StreamedRequest("ses_a", iter(_events("ses_a", 4, "a")), None)])
-        assert _dump(tmp_path / "l.db") == before
+        assert dump_log(tmp_path / "l.db") == before

@@ -402,6 +402,20 @@ def test_no_output_file_is_the_ledger_or_one_of_its_files(imported: tuple[Path, 
     assert run(db, "export", sid, "--out", str(db.parent / "fine.json")).exit_code == 0
 
 
+def test_every_file_the_ledger_keeps_beside_itself_is_refused(imported: tuple[Path, str]) -> None:
+    """s40 final review LOW-5: the CLI restated the side files' names; it now takes them
+    from ``eventstore.files``, where the stores and the anchor name them. Each file the
+    ledger has made beside itself (a lease and a verify make theirs) is refused."""
+    db, sid = imported
+    with Ledger.open(db) as ledger, ledger.store.lease("k"):
+        assert run(db, "verify").exit_code == 0
+        made = [p for p in db.parent.rglob("*") if p.is_file() and str(p).startswith(str(db))]
+        assert {Path(f"{db}.head"), Path(f"{db}.lock")} <= set(made), made
+        for out in made:
+            refused = run(db, "export", sid, "--out", str(out))
+            assert refused.exit_code == 2 and "one of its files" in refused.stderr, out
+
+
 def test_the_ledger_s_files_are_refused_through_a_link_to_it(
     imported: tuple[Path, str],
 ) -> None:

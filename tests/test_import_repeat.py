@@ -14,11 +14,14 @@ import json
 from pathlib import Path
 
 import click.testing
+import pytest
 from click.testing import CliRunner
 
 from ctxledger.cli.main import cli
 from ctxledger.events import SessionStarted
+from ctxledger.importers import detect
 from ctxledger.importers.detect import load_file
+from ctxledger.importers.model import ImportedSession
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import IMPORT_DIGEST, earlier_import, import_sessions
 
@@ -152,3 +155,64 @@ def test_stdin_is_told_by_its_bytes_a_crlf_file_and_a_bom(tmp_path: Path) -> Non
     assert run(db, "import", "-", input=bom.read_bytes()).exit_code == 0
     assert run(db, "import", str(plain)).exit_code == 0  # other bytes: imported
     assert run(db, "import", str(bom)).exit_code == 2  # stdin's bytes, from a file
+
+
+def test_a_session_hermes_writes_while_the_database_is_read_is_imported_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest was taken after the read: a session Hermes added in between was in the
+    digest but not imported, and the next import was refused as "the same bytes" (s40
+    final review, MEDIUM-2). Taken before the read, the next import brings it in."""
+    import sqlite3
+
+    db, state = tmp_path / "l.db", tmp_path / "state.db"
+    with sqlite3.connect(state) as hermes:
+        hermes.executescript(
+            "CREATE TABLE sessions (id TEXT);"
+            "CREATE TABLE messages (session_id TEXT, role TEXT, content TEXT);"
+            "INSERT INTO sessions VALUES ('x'); INSERT INTO messages VALUES ('x', 'user', 'hi');"
+        )
+    hermes.close()
+    real = detect.IMPORTERS["hermes_db"]
+
+    def hermes_writes_meanwhile(name: str) -> list[ImportedSession]:
+        read = real(name)
+        with sqlite3.connect(name) as writer:
+            writer.execute("INSERT INTO sessions VALUES ('y')")
+            writer.execute("INSERT INTO messages VALUES ('y', 'user', 'new')")
+        writer.close()
+        return read
+
+    monkeypatch.setitem(detect.IMPORTERS, "hermes_db", hermes_writes_meanwhile)
+    assert run(db, "import", "--format", "hermes_db", str(state)).exit_code == 0
+    monkeypatch.setitem(detect.IMPORTERS, "hermes_db", real)
+    second = run(db, "import", "--format", "hermes_db", str(state))
+    assert second.exit_code == 0, second.output
+    assert "into 2 session(s)" in second.stderr, second.output  # ('x' again, and 'y')
+    assert run(db, "import", "--format", "hermes_db", str(state)).exit_code == 2
+
+
+def test_a_repeat_is_refused_before_its_bytes_are_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest is known once the bytes are read: a repeat was refused only after the
+    whole input was parsed and validated (s40 final review, LOW-6: ~15 s for 256 MiB).
+    Also: an input that fails to parse makes no ledger where there was none."""
+    src, db = _write(tmp_path / "a.jsonl", _LINES), tmp_path / "l.db"
+    real, parsed = detect.IMPORTERS["openai"], []
+
+    def counted(text: str, path: str | None = None) -> list[ImportedSession]:
+        parsed.append(path)
+        return real(text, path=path)
+
+    monkeypatch.setitem(detect.IMPORTERS, "openai", counted)
+    assert run(db, "import", "--format", "openai", str(src)).exit_code == 0
+    assert len(parsed) == 1
+    assert run(db, "import", "--format", "openai", str(src)).exit_code == 2
+    assert run(db, "import", "--format", "openai", "-", input=src.read_bytes()).exit_code == 2
+    assert len(parsed) == 1  # (neither repeat was parsed)
+    assert run(db, "import", "--again", "--format", "openai", str(src)).exit_code == 0
+    assert len(parsed) == 2
+    bad, fresh = _write(tmp_path / "bad.jsonl", [{"role": 7}]), tmp_path / "fresh.db"
+    assert run(fresh, "import", "--format", "openai", str(bad)).exit_code != 0
+    assert not fresh.exists()

@@ -29,6 +29,7 @@ from ctxledger.errors import (
     described,
 )
 from ctxledger.eventstore.base import EventStore
+from ctxledger.eventstore.files import LEASES_SUFFIX, SIDE_SUFFIXES
 from ctxledger.eventstore.opening import (
     default_db_path,
     is_url,
@@ -225,10 +226,6 @@ def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
         yield Ledger(store, config=resolve_config().config)
 
 
-#: the files a SQLite ledger keeps beside itself (``<ledger>.leases`` is a folder of them)
-_SIDE_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock", ".head")
-
-
 def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
     """Refuse `path`, a file a command is about to write (`option`), when it is the
     ledger or one of its side files: ``export --out ledger.db`` replaced the ledger it
@@ -246,10 +243,10 @@ def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
 def _names_a_ledger_file(absolute: str, real: str, ledger: str) -> bool:
     ledger = os.path.expanduser(ledger)
     for base in {os.path.abspath(ledger), os.path.realpath(ledger)}:
-        leases = os.path.join(base + ".leases", "")
+        leases = os.path.join(base + LEASES_SUFFIX, "")
         if any(p.startswith(leases) for p in (absolute, real)):
             return True
-        for side in (base + s for s in _SIDE_SUFFIXES):
+        for side in (base + s for s in ("", *SIDE_SUFFIXES)):
             if side in (absolute, real):
                 return True
             with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from ctxledger.cli.app import (
     POSITIVE,
     REF,
     FilePath,
+    State,
     cli,
     config_file_option,
     console,
@@ -37,6 +40,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import ImportFormatError, InvalidInput
+from ctxledger.eventstore.opening import is_url, target_text
 from ctxledger.importers.detect import load as load_import
 from ctxledger.importers.detect import load_file, read_input_stream
 from ctxledger.importers.model import ImportedSession
@@ -81,6 +85,20 @@ def _refuse_repeat(ledger: Ledger, digest: str, name: str) -> None:
     )
 
 
+def _repeat_refuser(state: State, name: str) -> Callable[[str], None]:
+    """:func:`_refuse_repeat` of the ledger `state` names, called with an input's digest
+    once its bytes are read, before they are parsed (a repeat is refused without paying
+    the parse). A SQLite ledger not made yet (no file, or an empty one) holds no import,
+    and an input that then fails to parse must not make one."""
+
+    def refuse(digest: str) -> None:
+        db = target_text(state.db)
+        if is_url(db) or (os.path.isfile(db) and os.path.getsize(db) > 0):
+            _refuse_repeat(state.ledger(), digest, name)
+
+    return refuse
+
+
 @cli.command("import")
 @click.argument("file", type=FilePath(allow_dash=True, path_type=Path))
 @click.option(
@@ -123,17 +141,20 @@ def import_cmd(
     A file whose bytes the ledger already imported is refused (nothing is appended),
     naming the earlier import; --again imports it once more.
     """
+    refuse = _repeat_refuser(state_of(ctx), "stdin" if str(file) == "-" else shown_path(file))
     if str(file) == "-":
         text, digest = read_input_stream(sys.stdin.buffer, max_bytes)
+        if not again:
+            refuse(digest)
         sessions = _from_stdin(text, fmt)
         del text
     else:
         if not path_exists(file, "FILE"):
             raise InvalidInput(f"{shown_path(file)}: no such file")
-        sessions, digest = load_file(file, fmt, max_bytes=max_bytes)
+        sessions, digest = load_file(
+            file, fmt, max_bytes=max_bytes, check=None if again else refuse
+        )
     ledger = state_of(ctx).ledger()
-    if not again:
-        _refuse_repeat(ledger, digest, "stdin" if str(file) == "-" else shown_path(file))
     with warnings_printed():
         ids = import_sessions(  # (not folded: the command reads nothing after it)
             ledger, sessions, model=model, context_length=context_length, digest=digest, fold=False
@@ -399,17 +420,27 @@ def chain(ctx: click.Context, session: str, as_json: bool) -> None:
     is_flag=True,
     help="Exit 1 on a warning too (the anchor not checked: another user's, or no key).",
 )
+@click.option(
+    "--derived",
+    is_flag=True,
+    help="Also recompute each stored derived value of a long message and fail on one that differs (slow: seconds per MB).",
+)
 @json_option
 @click.pass_context
 @handle_errors
-def verify(ctx: click.Context, expect_head: str | None, strict: bool, as_json: bool) -> None:
+def verify(
+    ctx: click.Context, expect_head: str | None, strict: bool, derived: bool, as_json: bool
+) -> None:
     """Walk the log (without folding it), its blobs and its sealed head anchor; exit 1 on the first bad event.
 
     Prints the head (last seq and hash): keep it elsewhere and pass it back with
     --expect-head to detect deleted newest events even if the anchor file is lost.
+    The derived values stored for long messages (a cache outside the hash chain) are
+    compared with their recomputation only with --derived; `ctxledger upgrade`
+    replaces one that differs.
     """
     state = state_of(ctx)
-    report = verify_file(state.db, expect_head=expect_head, tell=note)
+    report = verify_file(state.db, expect_head=expect_head, tell=note, derived=derived)
     if as_json:
         emit_json(report)
     elif report.ok:

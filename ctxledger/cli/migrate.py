@@ -100,7 +100,9 @@ def upgrade(ctx: click.Context, as_json: bool) -> None:
     A PostgreSQL ledger keeps no such columns. Either one then gets the derived values
     of its long messages (their facts, normal forms and merged count, which a what-if
     and an audit read instead of computing them; an append stores them since session
-    39): those missing are computed and stored, outside the log's hashes.
+    39): those missing are computed and stored, and those that differ from their
+    recomputation (what `verify --derived` reports) are replaced, outside the log's
+    hashes.
     """
     db = target_text(state_of(ctx).db)  # the file require_ledger_file checks
     if is_url(db):

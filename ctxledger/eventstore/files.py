@@ -25,7 +25,12 @@ from ctxledger.inputfile import shown_path
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "HEAD_SUFFIX",
+    "LEASES_SUFFIX",
+    "LOCK_SUFFIX",
+    "SIDE_SUFFIXES",
     "SQLITE_HEADER",
+    "SQLITE_SIDES",
     "close_side_lock",
     "create_ledger_file",
     "create_private_file",
@@ -34,6 +39,18 @@ __all__ = [
     "open_side_lock",
     "side_folder",
 ]
+
+#: the files SQLite itself keeps beside a database
+SQLITE_SIDES = ("-wal", "-shm", "-journal")
+#: ``<ledger>.lock``: the side lock file (:func:`open_side_lock`)
+LOCK_SUFFIX = ".lock"
+#: ``<ledger>.leases/``: the folder of lease files (:mod:`.leases`)
+LEASES_SUFFIX = ".leases"
+#: ``<ledger>.head``: the sealed head anchor (:mod:`ctxledger.ledger.anchor`)
+HEAD_SUFFIX = ".head"
+#: every file a SQLite ledger keeps beside itself (besides the folder
+#: :data:`LEASES_SUFFIX` names): a command writing a file refuses these names
+SIDE_SUFFIXES = (*SQLITE_SIDES, LOCK_SUFFIX, HEAD_SUFFIX)
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -47,7 +64,7 @@ def open_side_lock(ledger: str) -> int | None:
         return None
     try:
         with side_folder(ledger) as (folder, name, owner):
-            return open_side_file(folder, name + ".lock", os.O_RDWR | os.O_CREAT, owner)
+            return open_side_file(folder, name + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, owner)
     except OSError:  # (a link's StoreError is no OSError: it goes to the caller)
         return None
 

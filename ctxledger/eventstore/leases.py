@@ -37,7 +37,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from ctxledger.eventstore.files import open_side_file, open_side_folder, side_folder
+from ctxledger.eventstore.files import (
+    LEASES_SUFFIX,
+    open_side_file,
+    open_side_folder,
+    side_folder,
+)
 from ctxledger.eventstore.readonly import belongs_to_another, owner_name, side_file_remedy
 
 #: releases a held lease (idempotent)
@@ -94,7 +99,7 @@ class LocalLeases:
 def lease_file(ledger_path: str, key: str) -> Path:
     """The lock file of lease `key` of the SQLite ledger at `ledger_path`."""
     name = hashlib.sha256(key.encode()).hexdigest()[:32]
-    return Path(ledger_path + ".leases") / name
+    return Path(ledger_path + LEASES_SUFFIX) / name
 
 
 def try_file_lease(ledger_path: str, key: str) -> Release | None:

@@ -42,6 +42,7 @@ import stat
 import urllib.parse
 
 from ctxledger.errors import LedgerChanged, StorageFullError, StoreError
+from ctxledger.eventstore.files import SQLITE_SIDES
 from ctxledger.inputfile import shown_path
 
 __all__ = [
@@ -156,7 +157,7 @@ def _wal_with_no_side_files(real: str) -> bool:
     no ``-wal``, ``-shm`` or ``-journal`` beside it: nothing unmerged, nobody has it open
     (a connection to a WAL database keeps its ``-shm``), and SQLite's ``mode=ro`` would
     make a ``-wal`` and ``-shm`` there that it cannot remove."""
-    if any(os.path.lexists(real + s) for s in ("-wal", "-shm", "-journal")):
+    if any(os.path.lexists(real + s) for s in SQLITE_SIDES):
         return False
     try:
         with open(real, "rb") as file:
@@ -218,7 +219,7 @@ class Unchanged:
             st = os.stat(self.real)
         except OSError:
             return ()
-        sides = tuple(_side_stamp(self.real + s) for s in ("-wal", "-shm", "-journal"))
+        sides = tuple(_side_stamp(self.real + s) for s in SQLITE_SIDES)
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, *sides)
 
     def changed(self) -> bool:

@@ -337,7 +337,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
         tail = conn.execute(q.TAIL).fetchone()
         seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
         first = seq
-        flat: list[object] = []  # the event rows, 10 values each, for the multi-row INSERT
+        flat: list[object] = []  # the event rows, sqlite_stream.COLUMNS values each, for one INSERT
         out: dict[str, int] = {}
         extend = flat.extend
         for batch, (stream_id, version) in zip(batches, current, strict=True):

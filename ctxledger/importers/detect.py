@@ -300,30 +300,49 @@ def _hash_file(digest: Any, path: str) -> None:
 
 
 def load_file(
-    path: str | os.PathLike[str], format: str | None = None, *, max_bytes: int | None = None
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    max_bytes: int | None = None,
+    check: Callable[[str], None] | None = None,
 ) -> tuple[list[ImportedSession], str]:
     """:func:`load` of the file at `path`, with the digest of the bytes it read
-    (:func:`file_digest`): the file is read once, also when it is a pipe."""
-    sessions, digest = _load_named(os.fspath(path), format, max_bytes, digest=True)
+    (:func:`file_digest`): the file is read once, also when it is a pipe. `check` is
+    called with the digest before anything is parsed (an import refusing bytes it
+    already holds raises there, without paying the parse)."""
+    sessions, digest = _load_named(os.fspath(path), format, max_bytes, check or _no_check)
     assert digest is not None
     return sessions, digest
 
 
+def _no_check(_digest: str) -> None:
+    return None
+
+
 def _load_named(
-    name: str, format: str | None, max_bytes: int | None, *, digest: bool
+    name: str, format: str | None, max_bytes: int | None, check: Callable[[str], None] | None
 ) -> tuple[list[ImportedSession], str | None]:
     """The sessions of the file `name`, read once (detection works on the same text the
-    parser gets; a SQLite file is opened by name), and the digest when asked for."""
+    parser gets; a SQLite file is opened by name), and, with `check`, the digest, given
+    to `check` before parsing."""
     fmt = format_name(format) if format is not None else None
     if fmt not in PATH_FORMATS:
         data = read_input_file(name, max_bytes)
         if not (fmt is None and data.startswith(SQLITE_HEADER)):
-            sha, text = file_digest(data, name) if digest else None, _utf8(data, name)
+            sha = _checked(file_digest(data, name), check) if check else None
+            text = _utf8(data, name)
             del data  # (the bytes are not kept while the text is parsed)
             return IMPORTERS[fmt or _detect_text(text, name)](text, path=name), sha
     _opened(name, pipes=False).close()  # the database is opened again by name: no pipe
-    sessions = IMPORTERS[fmt or "hermes_db"](name)
-    return sessions, file_digest(None, name) if digest else None
+    # (the digest before the read: a session a live Hermes writes meanwhile makes the
+    # next digest differ, so it is imported then, never refused as "the same bytes")
+    sha = _checked(file_digest(None, name), check) if check else None
+    return IMPORTERS[fmt or "hermes_db"](name), sha
+
+
+def _checked(digest: str, check: Callable[[str], None]) -> str:
+    check(digest)
+    return digest
 
 
 def load(
@@ -342,4 +361,4 @@ def load(
         return load_text(text, format, path=os.fspath(path) if path is not None else None)
     if path is None:
         raise ImportFormatError("nothing to import: give a file path or the text")
-    return _load_named(os.fspath(path), format, max_bytes, digest=False)[0]
+    return _load_named(os.fspath(path), format, max_bytes, None)[0]

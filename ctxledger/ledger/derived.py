@@ -1,18 +1,19 @@
 """Derived values written when a long message is appended (session 39, issue 14).
 
-:meth:`Ledger.append <ctxledger.ledger.facade.Ledger.append>` is the one way anything
-writes a ledger (the CLI's ``import``, the proxy, the service, the integrations, a
-what-if's replay), so it calls :func:`store_derived` once the append committed: a
-message whose string content is at least
-:data:`~ctxledger.eventstore.derived.STORED_MIN_CHARS` long gets its facts stored
-(:mod:`ctxledger.compressor.factstore`), and when it is the message's only text, the
-count of the content followed by the merge lead's start (what a summary merged after
-it is counted from, :func:`ctxledger.tokens.remember_count_after`). Written right after the append's transaction,
-not in it: a crash between the two loses only the value (it is computed when read, as
-for a ledger written before session 39), and a failure to store it is dropped for the
-same reason. A replay re-appending a content it read from another ledger (inside
-:func:`~ctxledger.eventstore.contents.sharing_contents`) copies that ledger's value when
-it has one and computes nothing: a what-if must not pay the extraction it saves.
+Both of a ledger's append paths call :func:`store_quietly` once their append committed:
+:meth:`Ledger.append <ctxledger.ledger.facade.Ledger.append>` (the proxy, the service,
+the integrations, a what-if's replay, a compaction) and the import's streamed append
+(``Ledger._append_stream`` → :mod:`.streamappend`, session 40). A message whose string
+content is at least :data:`~ctxledger.eventstore.derived.STORED_MIN_CHARS` long gets
+its facts (:mod:`ctxledger.compressor.factstore`), its normal-form byte
+(:mod:`ctxledger.compressor.normalstore`) and, when it is the message's only text, the
+count of the content followed by the merge lead's start (:func:`ctxledger.tokens.remember_count_after`).
+Written right after the append's transaction, not in it: a crash between the two loses
+only the value (computed when read), and a failure to store it is dropped. A replay
+re-appending a content read from another ledger (inside
+:func:`~ctxledger.eventstore.contents.sharing_contents`) copies that ledger's value.
+``ctxledger upgrade`` fills and mends them (:func:`backfill_derived`), ``verify
+--derived`` compares them with their recomputation (:func:`differing_values`).
 """
 
 from __future__ import annotations

@@ -249,7 +249,7 @@ class Ledger:
 
     def _append_stream(self, requests: Iterable[StreamedRequest], *, fold: bool = True) -> None:
         """The import's append (``import_sessions`` only: it checks less than :meth:`append`
-        across chunks, a re-send is no no-op on SQLite), a chunk at a time in one transaction
+        across chunks, a re-send is not a no-op on SQLite), a chunk at a time in one transaction
         (:mod:`.streamappend`), folded from its heads unless `fold` is False."""
         limits.check_limit_variables()
         append_streamed(self.transcript.state, self.store, requests)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from ctxledger.compressor.factstore import stored_content
 from ctxledger.events import Event, MessageAppended
 from ctxledger.eventstore.base import AppendRequest, EventStore, StreamedRequest
+from ctxledger.eventstore.contents import remembering_hashes
 from ctxledger.eventstore.streamed import chunks
 from ctxledger.ledger.derived import store_quietly
 from ctxledger.ledger.eventcheck import check_decodable, check_references
@@ -76,11 +77,16 @@ def append_streamed(
     """Check and append `requests` as they come, one transaction; then store the long
     messages' derived values (a failure there, the read-back too, is dropped: a cache)."""
     checked = _Checked(state, store)
+    if checked.keep:  # (the events are held anyway: so are the refs the store hashed for
+        # their blobs, not hashed again for the derived values; a store read back instead
+        # keeps none: that would hold every long content of the import till its end)
+        with remembering_hashes():
+            store.append_stream(checked.requests(requests))
+            if checked.long_at:
+                _store_derived(store, checked.long)
+        return
     store.append_stream(checked.requests(requests))
     if not checked.long_at:
-        return
-    if checked.keep:
-        _store_derived(store, checked.long)
         return
     span = written_span(store)
     try:

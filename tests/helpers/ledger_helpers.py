@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,3 +71,16 @@ def chain_events(ledger: Ledger, sid: str, kind: type[E]) -> list[E]:
     return [
         r.event for r in ledger.store.read_all() if r.stream in chain and isinstance(r.event, kind)
     ]
+
+
+def dump_log(path: Path) -> list[list[tuple[object, ...]]]:
+    """Every row of a SQLite ledger's log tables (events, streams, blobs), in order: two
+    ledgers written alike compare equal byte for byte."""
+    conn = sqlite3.connect(path)
+    try:
+        return [
+            conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("events", "streams", "blobs")
+        ]
+    finally:
+        conn.close()

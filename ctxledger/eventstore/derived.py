@@ -7,7 +7,7 @@ extraction code's fingerprint, see :mod:`ctxledger.compressor.factstore`). Like 
 checkpoint, a value is not an event: it is outside the hash chain, a copy (``ctxledger
 migrate``) leaves it behind, and a value that is missing, of another version or damaged
 is recomputed as if the table were empty. Reads never write. What a read trusts,
-``verify`` checks: a value at the current version that differs from its recomputation
+``verify --derived`` checks: a value at the current version that differs from its recomputation
 fails it (:func:`ctxledger.ledger.derived.differing_values`; ``ctxledger upgrade``
 replaces it).
 

@@ -29,8 +29,13 @@ _ANY = "SELECT EXISTS (SELECT 1 FROM derived)"
 # octet_length of a TOASTed value reads its header, never its chunks (as SQLite's length)
 _LONG_BLOBS = "SELECT ref FROM blobs WHERE octet_length(data) >= %s"
 _LONG_PAYLOAD = "SELECT EXISTS (SELECT 1 FROM events WHERE octet_length(payload) >= %s)"
-#: what a concurrent ``CREATE TABLE IF NOT EXISTS`` of the same table can raise
-_RACED = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable)
+#: what a concurrent ``CREATE TABLE IF NOT EXISTS`` of the same table can raise (the
+#: table's row type colliding in pg_type is a DuplicateObject: "type ... already exists")
+_RACED = (
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.DuplicateTable,
+    psycopg.errors.DuplicateObject,
+)
 
 
 class PgDerived:

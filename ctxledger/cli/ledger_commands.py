@@ -50,6 +50,7 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import earlier_import, import_sessions
 from ctxledger.ledger.refs import short_ids
 from ctxledger.ledger.spec import check_loop
+from ctxledger.limits import check_limit_variables
 from ctxledger.messages import audio_reference, content_text, refusal_text
 from ctxledger.terminal import TABLE_MIN_WIDTH, inline, styled
 
@@ -141,6 +142,7 @@ def import_cmd(
     A file whose bytes the ledger already imported is refused (nothing is appended),
     naming the earlier import; --again imports it once more.
     """
+    check_limit_variables()  # (a writing command: before its input is read, or a repeat refused)
     refuse = _repeat_refuser(state_of(ctx), "stdin" if str(file) == "-" else shown_path(file))
     if str(file) == "-":
         text, digest = read_input_stream(sys.stdin.buffer, max_bytes)

@@ -22,6 +22,7 @@ result) and the sizes its engine judged in the loop are compared:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,6 +166,9 @@ def _same(theirs: list[tuple[int, int]], ours: list[tuple[int, int]], system: in
     return all(abs(h - o) <= s for (_, h), (_, o), s in pairs)
 
 
+_EXAMPLES = itertools.count()
+
+
 @settings(
     max_examples=8,
     deadline=None,
@@ -181,10 +185,11 @@ def test_the_in_loop_check_judges_what_hermes_judges(
         for t in turns
     ]
     answers = hermes.ask("loop", inputs)
+    example = next(_EXAMPLES)  # (not id(turns): an id is reused once the list is freed)
     for n, (turn, answer) in enumerate(zip(turns, answers, strict=True)):
         assert "raised" not in answer, answer
         theirs = _by_the_next_call(turn, answer["judged"])
-        path = tmp_path / f"{id(turns)}-{n}.db"
+        path = tmp_path / f"{example}-{n}.db"
         ours = anyio.run(_ours, path, turn, answer)
         system = len(answer["system"]) // 4
         assert _same(theirs, ours, system), f"{turn}\n  hermes    {theirs}\n  ctxledger {ours}"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
+from helpers.asgi import request_body
 from hermes_overflow import ERROR  # (400, context_length_exceeded, stating 60,000)
 from hermes_scenario import fake_agent, serve, tui_compress
 
@@ -50,7 +51,7 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http" or not scope["path"].endswith("/chat/completions"):
         await _serve(scope, receive, send)
         return
-    body = await hermes_scenario.read_body(receive)
+    body = await request_body(receive)
     request = json.loads(body or b"{}")
     model = str(request.get("model"))
     if PLAN[:1] == ["empty"] and model == "fallback-model":

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
+from helpers.asgi import request_body
 from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
 
 REFUSED: list[int] = []  # the index in REQUESTS of each refused request
@@ -48,7 +49,7 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http" or not scope["path"].endswith("/chat/completions") or not REFUSE:
         await _serve_turn(scope, receive, send)
         return
-    body = await hermes_scenario.read_body(receive)
+    body = await request_body(receive)
     REFUSE.clear()
     REFUSED.append(len(REQUESTS))
     REQUESTS.append(json.loads(body or b"{}"))

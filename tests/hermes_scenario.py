@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from helpers.asgi import request_body, serve_lifespan
+
 CONFIG = """\
 model:
   context_length: 64000
@@ -129,27 +131,12 @@ def hermes_home(workdir: Path, config: str = CONFIG) -> Path:
     return home
 
 
-async def read_body(receive: Any) -> bytes:
-    """An ASGI request's whole body."""
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            return body
-
-
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """A fake OpenAI-compatible upstream: /models and streamed /chat/completions."""
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    body = await read_body(receive)
+        await serve_lifespan(receive, send)
+        return
+    body = await request_body(receive)
     path = scope["path"]
     if path.endswith("/models"):
         payload = {

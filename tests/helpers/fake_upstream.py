@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 
 from ctxledger.tokens import count_messages
+from helpers.asgi import request_body, serve_lifespan
 
 
 @dataclass(frozen=True)
@@ -225,23 +226,6 @@ class FakeUpstream:
         if isinstance(behaviour, Cut):
             events = events[: behaviour.after]
         await _stream(send, events, self.event_delay, cut=cut)
-
-
-async def serve_lifespan(receive: Any, send: Any) -> None:
-    """An ASGI app's lifespan as a server runs it (uvicorn): started, then shut down."""
-    while (await receive())["type"] != "lifespan.shutdown":
-        await send({"type": "lifespan.startup.complete"})
-    await send({"type": "lifespan.shutdown.complete"})
-
-
-async def request_body(receive: Any) -> bytes:
-    """An ASGI request's whole body."""
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            return body
 
 
 async def _stream(send: Any, events: list[bytes], delay: float, *, cut: bool = False) -> None:

@@ -351,14 +351,16 @@ async def test_a_hang_up_never_cuts_a_compaction_under_way(tmp_path: Path) -> No
     await service.aclose()
 
 
+@pytest.mark.parametrize("name", ["turn_timeout", "stall_timeout"])
 @pytest.mark.parametrize("seconds", [0.0, -1.0, float("inf"), float("nan")])
 async def test_create_app_refuses_a_turn_timeout_that_is_no_cap(
-    tmp_path: Path, seconds: float
+    tmp_path: Path, name: str, seconds: float
 ) -> None:
-    """``turn_timeout=`` of ``create_app`` must be a finite positive number of seconds."""
+    """``turn_timeout=`` and ``stall_timeout=`` of ``create_app`` must be finite positive
+    numbers of seconds (a stall timeout of -1 or NaN was taken before session 41)."""
     service = ContextService.open(tmp_path / "server.db")
-    with pytest.raises(ValueError, match="turn_timeout"):
-        create_app(service, turn_timeout=seconds)
+    with pytest.raises(ValueError, match=name):
+        create_app(service, **{name: seconds})
     await service.aclose()
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "bare_tool_name",
     "call_name_and_args",
     "call_parts",
+    "command_fact",
     "command_line",
     "parse_arguments",
     "result_text",
@@ -157,6 +158,35 @@ def command_line(command: str) -> str:
             return line
         first = first or (line if stripped else "")
     return first
+
+
+def command_fact(command: str) -> str:
+    """What a shell command states as a fact: its :func:`command_line`, or, when that
+    line leaves a quote open (``cd /testbed && python3 -c "`` then a script), the line
+    and the rest of the command after it on one line (blanks collapsed). The open line
+    alone names no script: every inline script of a session shares it, so a summary
+    that kept any of them would state all of them."""
+    line = command_line(command)
+    if not _leaves_quote_open(line):
+        return line
+    return " ".join(command[command.find(line) :].split())
+
+
+def _leaves_quote_open(line: str) -> bool:
+    """Whether `line` ends inside a ``'`` or ``"`` string, read as a shell reads quotes
+    (a backslash escapes the next character outside single quotes)."""
+    quote = ""
+    escaped = False
+    for char in line:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+    return quote != ""
 
 
 def call_name_and_args(call: Any) -> tuple[str, dict[str, Any]]:

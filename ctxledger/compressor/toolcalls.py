@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -172,21 +173,14 @@ def command_fact(command: str) -> str:
     return " ".join(command[command.find(line) :].split())
 
 
+#: a line whose quotes all close, read as a shell reads them (a ``\\`` escapes the next
+#: character outside single quotes; a last one outside quotes escapes the newline)
+_QUOTES_CLOSED = re.compile(r"""(?:[^'"\\]|\\.|\\\Z|'[^']*'|"(?:[^"\\]|\\.)*")*""", re.DOTALL)
+
+
 def _leaves_quote_open(line: str) -> bool:
-    """Whether `line` ends inside a ``'`` or ``"`` string, read as a shell reads quotes
-    (a backslash escapes the next character outside single quotes)."""
-    quote = ""
-    escaped = False
-    for char in line:
-        if escaped:
-            escaped = False
-        elif char == "\\" and quote != "'":
-            escaped = True
-        elif quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-    return quote != ""
+    """Whether `line` ends inside a ``'`` or ``"`` string (:data:`_QUOTES_CLOSED`)."""
+    return ("'" in line or '"' in line) and _QUOTES_CLOSED.fullmatch(line) is None
 
 
 def call_name_and_args(call: Any) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,207 @@
+"""PostgreSQL's streamed append (an import): chunks of events in one transaction (session 41).
+
+``append_many`` reads every request whole (its ``COPY`` head names each stream's row
+count), so an import held its whole log in memory. :func:`write_stream` takes
+:class:`~ctxledger.eventstore.base.StreamedRequest`\\ s whose events may be generators
+and writes :data:`~ctxledger.eventstore.streamed.CHUNK` events at a time, validated and
+encoded by ``prepare_append`` as for ``append_many``, in one explicit transaction:
+
+    BEGIN; SELECT pg_advisory_xact_lock(key); ctxledger_seal(channel)   -- once, lazily
+    per stream: its id and version (created when missing), the expected version checked
+    per chunk: its new blobs (INSERT … ON CONFLICT DO NOTHING), then one binary COPY
+    SELECT pg_notify(channel, last seq); COMMIT
+
+The rows are written sealed, per-event chained from the tail the seal leaves
+(:class:`~ctxledger.eventstore.postgres_copy.RowPacker`, the bytes ``append_many``'s
+``COPY`` sends), so the log is the one ``append_many`` writes for the same events.
+The append lock is taken when the first chunk is ready and held until the ``COMMIT``
+(as SQLite's ``BEGIN IMMEDIATE`` is): the gapless seq needs the tail, and each hash the
+one before, so every row is hashed under it; other appenders insert their rows
+unsealed meanwhile and are sealed after it. The caller's generators run inside that
+window, so they should only build events (the import validates and counts before).
+
+All or nothing: any error (a bad event, a stale version, an id already stored, a lost
+connection, the server killed) rolls the transaction back. Nothing is retried: the
+generators cannot be read twice. An event id already stored is refused as
+``InvalidInput`` (SQLite's answer), not taken for a re-send; a row another appender
+inserted at one of the stream's versions meanwhile is a ``ConcurrencyError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import psycopg
+import psycopg.errors
+import psycopg_pool
+from psycopg import generators, pq
+
+from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput, StoreError
+from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore.base import StreamedRequest
+from ctxledger.eventstore.postgres_append import Appender
+from ctxledger.eventstore.postgres_copy import RowPacker
+from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
+from ctxledger.eventstore.streamed import PreparedChunk, checked_request, prepared_chunks
+
+__all__ = ["PgStreamed", "StreamWriter"]
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+_LOCK = "BEGIN; SELECT pg_advisory_xact_lock(%s); " + q.SEAL.replace("$1", "%s")
+_STREAM = q.STREAMS_NAMED
+_NEW_STREAM = (
+    "INSERT INTO streams (stream_id, stream, created_seq)"
+    " VALUES (nextval('streams_id_seq'), %s, %s) ON CONFLICT (stream) DO NOTHING"
+)
+_COPY = q.COPY_EVENTS.encode()
+_IDLE = pq.TransactionStatus.IDLE
+
+
+class PgStreamed:
+    """``append_stream`` of the PostgreSQL store (its pool, append lock and threshold)."""
+
+    _pool: psycopg_pool.ConnectionPool[Conn]
+    _appender: Appender
+    _blob_threshold: int
+    _closed: bool
+    where: str
+    _translate: Callable[[psycopg.Error, str], CtxLedgerError]
+
+    def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
+        """``append_many`` of requests whose events may be generators, encoded and
+        written a chunk at a time in one transaction (:class:`StreamWriter`): the same
+        rows and chain; never retried (the generators are read once)."""
+        if self._closed:
+            raise StoreError(
+                f"the event store {self.where} is closed; open a new PostgresEventStore"
+            )
+        key, channel = self._appender.key, self._appender.channel
+        try:
+            with self._pool.connection() as conn:
+                return StreamWriter(conn, key, channel, self._blob_threshold).write(requests)
+        except psycopg.Error as exc:
+            raise self._translate(exc, "append") from exc
+
+
+class StreamWriter:
+    """One streamed append on `conn` (an autocommit pool connection) for the ledger
+    whose append lock is `key` and notify channel `channel`."""
+
+    def __init__(self, conn: Conn, key: int, channel: str, threshold: int) -> None:
+        self.conn, self.key, self.channel, self.threshold = conn, key, channel, threshold
+        self.cur = psycopg.ClientCursor(conn)
+        #: (seq, chain value) of the log's end once the lock is held, else None
+        self.tail: tuple[int, str] | None = None
+        self.first = 0  # the first seq this append writes, once the lock is held
+
+    def write(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
+        """Every request's events, a chunk at a time, committed together; the new versions."""
+        out: dict[str, int] = {}
+        seen: set[str] = set()
+        try:
+            for request in requests:
+                request = checked_request(request, seen)
+                out[request.stream] = self._write_one(request)
+            if self.tail is not None:
+                self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+        return out
+
+    def _locked(self) -> tuple[int, str]:
+        """The append lock taken (once), what waits sealed: the log's (seq, chain value)."""
+        if self.tail is None:
+            self.cur.execute(_LOCK, (self.key, self.channel))
+            while self.cur.nextset():  # (the seal's result is the last one)
+                pass
+            row = self.cur.fetchone()
+            seq, value = (row[0], row[1]) if row is not None else (None, None)
+            self.tail = (int(seq), chain_tip(str(value))) if seq is not None else (0, GENESIS_HASH)
+            self.first = self.tail[0] + 1
+        return self.tail
+
+    def _stream(self, stream: str) -> tuple[int | None, int]:
+        row = self.cur.execute(_STREAM, ([stream],)).fetchone()
+        return (int(row[1]), int(row[2])) if row is not None else (None, 0)
+
+    def _write_one(self, request: StreamedRequest) -> int:
+        """One stream's chunks after the log's tail; its version after them."""
+        stream, expected = request.stream, request.expected_version
+        stream_id: int | None = None
+        version: int | None = None
+        base = 0
+        for chunk in prepared_chunks(request, self.threshold):
+            seq = self._locked()[0]
+            if version is None:  # the stream's first chunk: its place, under the lock
+                stream_id, version = self._stream(stream)
+                base = version
+                if expected not in (None, version):
+                    raise ConcurrencyError(stream, expected or 0, version)
+                if stream_id is None:
+                    stream_id = self._new_stream(stream, seq + 1)
+            assert stream_id is not None
+            try:
+                version = self._copy(chunk, stream, stream_id, version)
+            except psycopg.errors.UniqueViolation as exc:
+                raise _refused(exc, stream, base) from exc
+        if version is None:  # no events: nothing written, nothing to check (as SQLite)
+            return self._stream(stream)[1]
+        return version
+
+    def _new_stream(self, stream: str, first_seq: int) -> int:
+        self.cur.execute(_NEW_STREAM, (stream, first_seq))
+        stream_id = self._stream(stream)[0]  # (made here, or by a writer just before)
+        assert stream_id is not None
+        return stream_id
+
+    def _copy(self, chunk: PreparedChunk, stream: str, stream_id: int, version: int) -> int:
+        """The chunk's blobs, then its rows by one binary ``COPY``; the stream's version after."""
+        if chunk.blobs:
+            self.cur.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in chunk.blobs.items()])
+        assert self.tail is not None
+        conn, pgconn = self.conn, self.conn.pgconn
+        packer = RowPacker(conn, *self.tail)
+        with conn.lock:
+            pgconn.send_query(_COPY)
+            (started,) = conn.wait(generators.fetch_many(pgconn))
+            if started.status != pq.ExecStatus.COPY_IN:
+                raise psycopg.errors.error_from_result(started, encoding=conn.info.encoding)
+            try:
+                version = packer.add(chunk.rows, stream, stream_id, version)
+                packer.finish()
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):  # (the expected "COPY failed")
+                    conn.wait(generators.copy_end(pgconn, b"the import stopped"))
+                raise
+            conn.wait(generators.copy_end(pgconn, None))
+        self.tail = (packer.seq, packer.prev)
+        return version
+
+    def _commit(self) -> None:
+        assert self.tail is not None
+        self.cur.execute("SELECT pg_notify(%s, %s); COMMIT", (self.channel, str(self.tail[0])))
+
+    def _rollback(self) -> None:
+        conn = self.conn
+        if not conn.closed and conn.info.transaction_status != _IDLE:
+            with contextlib.suppress(psycopg.Error):  # keep the original error
+                conn.execute("ROLLBACK")
+
+
+def _refused(exc: psycopg.errors.UniqueViolation, stream: str, base: int) -> Exception:
+    """A unique violation of the ``COPY``, as the error the caller can act on (`base`:
+    the stream's version when this append found it)."""
+    name = exc.diag.constraint_name
+    if name == "events_event_id_key":
+        return InvalidInput(
+            "an event id of the append is already stored: append_stream takes new events "
+            "only (append_many answers a re-send as a no-op); nothing was appended"
+        )
+    if name == "events_stream_version_key":
+        # another appender inserted a row at one of its versions after the lookup
+        return ConcurrencyError(stream, base, base + 1)
+    return exc

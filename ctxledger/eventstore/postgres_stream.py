@@ -30,6 +30,7 @@ inserted at one of the stream's versions meanwhile is a ``ConcurrencyError``.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -96,6 +97,10 @@ class StreamWriter:
         #: (seq, chain value) of the log's end once the lock is held, else None
         self.tail: tuple[int, str] | None = None
         self.first = 0  # the first seq this append writes, once the lock is held
+        #: the open ``COPY``'s packer, None between statements
+        self.packer: RowPacker | None = None
+        #: stream id -> (stream, its version before this append), for a clash's error
+        self.placed: dict[int, tuple[str, int]] = {}
 
     def write(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """Every request's events, a chunk at a time, committed together; the new versions."""
@@ -108,7 +113,7 @@ class StreamWriter:
             if self.tail is not None:
                 self._commit()
         except BaseException:
-            self._rollback()
+            self._abort()
             raise
         return out
 
@@ -125,6 +130,7 @@ class StreamWriter:
         return self.tail
 
     def _stream(self, stream: str) -> tuple[int | None, int]:
+        self._end_copy()
         row = self.cur.execute(_STREAM, ([stream],)).fetchone()
         return (int(row[1]), int(row[2])) if row is not None else (None, 0)
 
@@ -133,21 +139,17 @@ class StreamWriter:
         stream, expected = request.stream, request.expected_version
         stream_id: int | None = None
         version: int | None = None
-        base = 0
         for chunk in prepared_chunks(request, self.threshold):
             seq = self._locked()[0]
             if version is None:  # the stream's first chunk: its place, under the lock
                 stream_id, version = self._stream(stream)
-                base = version
                 if expected not in (None, version):
                     raise ConcurrencyError(stream, expected or 0, version)
                 if stream_id is None:
                     stream_id = self._new_stream(stream, seq + 1)
+                self.placed[stream_id] = (stream, version)
             assert stream_id is not None
-            try:
-                version = self._copy(chunk, stream, stream_id, version)
-            except psycopg.errors.UniqueViolation as exc:
-                raise _refused(exc, stream, base) from exc
+            version = self._copy(chunk, stream, stream_id, version)
         if version is None:  # no events: nothing written, nothing to check (as SQLite)
             return self._stream(stream)[1]
         return version
@@ -159,49 +161,74 @@ class StreamWriter:
         return stream_id
 
     def _copy(self, chunk: PreparedChunk, stream: str, stream_id: int, version: int) -> int:
-        """The chunk's blobs, then its rows by one binary ``COPY``; the stream's version after."""
+        """The chunk's blobs, then its rows into the open ``COPY`` (opened if none is: one
+        for the chunks of a stream without blobs, so the server inserts while the next
+        chunk is made); the stream's version after them."""
         if chunk.blobs:
+            self._end_copy()
             self.cur.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in chunk.blobs.items()])
-        assert self.tail is not None
-        conn, pgconn = self.conn, self.conn.pgconn
-        packer = RowPacker(conn, *self.tail)
-        with conn.lock:
-            pgconn.send_query(_COPY)
-            (started,) = conn.wait(generators.fetch_many(pgconn))
-            if started.status != pq.ExecStatus.COPY_IN:
-                raise psycopg.errors.error_from_result(started, encoding=conn.info.encoding)
-            try:
-                version = packer.add(chunk.rows, stream, stream_id, version)
-                packer.finish()
-            except BaseException:
-                with contextlib.suppress(psycopg.Error):  # (the expected "COPY failed")
-                    conn.wait(generators.copy_end(pgconn, b"the import stopped"))
-                raise
-            conn.wait(generators.copy_end(pgconn, None))
+        packer = self.packer
+        if packer is None:
+            packer = self.packer = self._begin_copy()
+        version = packer.add(chunk.rows, stream, stream_id, version)
         self.tail = (packer.seq, packer.prev)
         return version
 
+    def _begin_copy(self) -> RowPacker:
+        assert self.tail is not None
+        conn, pgconn = self.conn, self.conn.pgconn
+        with conn.lock:
+            pgconn.send_query(_COPY)
+            (started,) = conn.wait(generators.fetch_many(pgconn))
+        if started.status != pq.ExecStatus.COPY_IN:
+            raise psycopg.errors.error_from_result(started, encoding=conn.info.encoding)
+        return RowPacker(conn, *self.tail)
+
+    def _end_copy(self) -> None:
+        """The open ``COPY`` (if any) finished: its last rows sent, the server's answer read."""
+        packer, self.packer = self.packer, None
+        if packer is None:
+            return
+        packer.finish()
+        try:
+            with self.conn.lock:
+                self.conn.wait(generators.copy_end(self.conn.pgconn, None))
+        except psycopg.errors.UniqueViolation as exc:
+            raise _refused(exc, self.placed) from exc
+
     def _commit(self) -> None:
         assert self.tail is not None
+        self._end_copy()
         self.cur.execute("SELECT pg_notify(%s, %s); COMMIT", (self.channel, str(self.tail[0])))
 
-    def _rollback(self) -> None:
+    def _abort(self) -> None:
+        """End an open ``COPY`` with an error and roll the transaction back (the original
+        error is the one raised)."""
         conn = self.conn
+        if self.packer is not None:
+            self.packer = None
+            with contextlib.suppress(psycopg.Error):  # (the expected "COPY failed")
+                conn.wait(generators.copy_end(conn.pgconn, b"the append stopped"))
         if not conn.closed and conn.info.transaction_status != _IDLE:
             with contextlib.suppress(psycopg.Error):  # keep the original error
                 conn.execute("ROLLBACK")
 
 
-def _refused(exc: psycopg.errors.UniqueViolation, stream: str, base: int) -> Exception:
-    """A unique violation of the ``COPY``, as the error the caller can act on (`base`:
-    the stream's version when this append found it)."""
+_CLASH = re.compile(r"\(stream_id, version\)=\((\d+), \d+\)")
+
+
+def _refused(exc: psycopg.errors.UniqueViolation, placed: dict[int, tuple[str, int]]) -> Exception:
+    """A unique violation of the ``COPY``, as the error the caller can act on (`placed`:
+    the streams written, by id, with their versions when this append found them)."""
     name = exc.diag.constraint_name
     if name == "events_event_id_key":
         return InvalidInput(
             "an event id of the append is already stored: append_stream takes new events "
             "only (append_many answers a re-send as a no-op); nothing was appended"
         )
-    if name == "events_stream_version_key":
+    found = _CLASH.search(exc.diag.message_detail or "")
+    if name == "events_stream_version_key" and found and int(found[1]) in placed:
         # another appender inserted a row at one of its versions after the lookup
+        stream, base = placed[int(found[1])]
         return ConcurrencyError(stream, base, base + 1)
     return exc

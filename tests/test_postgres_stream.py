@@ -17,6 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg_server import PgServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_append_stream import _events
 from test_import_streamed import input_text
 
@@ -87,6 +89,52 @@ def test_a_streamed_import_writes_the_rows_the_whole_list_path_writes(
     whole_dump = _import(_url(pg_server, tmp_path, "w"), tmp_path, text)
     assert len(streamed_dump[0]) > 2900 and streamed_dump[2]  # rows, and a blob
     assert streamed_dump == whole_dump
+
+
+_EXAMPLES = count()
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(st.integers(0, 9), min_size=1, max_size=3),
+    chunk=st.integers(1, 4),
+    before=st.integers(0, 3),
+    big=st.integers(-1, 5),
+)
+def test_streamed_rows_are_those_append_many_writes(
+    pg_server: PgServer, tmp_path: Path, sizes: list[int], chunk: int, before: int, big: int
+) -> None:
+    """As ``test_append_stream``'s property on SQLite: any sizes, chunk edges, blobs, a
+    log holding an earlier append; rows, hashes, streams and blobs alike."""
+    streams = [f"ses_{k}" for k in range(len(sizes))]
+    dumps = []
+    for way in ("many", "stream"):
+        url = f"{_url(pg_server, tmp_path, 'p')}{next(_EXAMPLES)}"
+        with PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store:
+            if before:
+                store.append_many([AppendRequest("ses_old", _events("ses_old", before, "o"), 0)])
+            if way == "many":
+                store.append_many(
+                    [
+                        AppendRequest(s, _events(s, n, "n", big), 0)
+                        for s, n in zip(streams, sizes, strict=True)
+                    ]
+                )
+            else:
+                old, streamed.CHUNK = streamed.CHUNK, chunk
+                try:
+                    versions = store.append_stream(
+                        StreamedRequest(s, iter(_events(s, n, "n", big)), 0)
+                        for s, n in zip(streams, sizes, strict=True)
+                    )
+                finally:
+                    streamed.CHUNK = old
+                assert versions == {s: n + 1 for s, n in zip(streams, sizes, strict=True)}
+            assert store.verify().ok
+            dumps.append(_dump(store))
+    assert dumps[1] == dumps[0]
 
 
 @pytest.fixture

@@ -291,3 +291,37 @@ def test_the_server_killed_mid_import_leaves_nothing(own_server: PgServer, tmp_p
         assert store.last_seq() == 3
         assert store.stream_version("ses_a") == 0
         assert store.verify().ok
+
+
+def test_a_row_another_appender_slipped_in_is_a_conflict_and_leaves_nothing(
+    store: PostgresEventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Versions are looked up among sealed rows under the lock; an appender that
+    inserted (unsealed, committed, waiting for the lock) a row of the import's second
+    stream after the seal clashes with it: a ConcurrencyError, nothing appended; the
+    other append is sealed once the lock is free."""
+    from test_postgres_sealing import unsealed, wait_until
+
+    monkeypatch.setattr(streamed, "CHUNK", 4)
+    other: list[int] = []
+
+    def events() -> Iterator[Event]:
+        for i, event in enumerate(_events("ses_a", 10, "a")):
+            if i == 6:  # the lock held, ses_b not looked up yet
+                thread = threading.Thread(
+                    target=lambda: other.append(store.append("ses_b", [message("ses_b")], 0))
+                )
+                thread.start()
+                wait_until(lambda: unsealed(store) == 1)
+                threads.append(thread)
+            yield event
+
+    threads: list[threading.Thread] = []
+    with pytest.raises(ConcurrencyError, match="ses_b"):
+        store.append_stream(
+            [StreamedRequest("ses_a", events(), 0),
+             StreamedRequest("ses_b", iter(_events("ses_b", 3, "b")), 0)]
+        )  # fmt: skip
+    threads[0].join(30)
+    assert other == [1]
+    assert [r.stream for r in store.read_all()] == ["ses_b"] and store.verify().ok

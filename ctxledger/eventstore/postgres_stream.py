@@ -1,7 +1,7 @@
 """PostgreSQL's streamed append (an import): chunks of events in one transaction (session 41).
 
 ``append_many`` reads every request whole (its ``COPY`` head names each stream's row
-count), so an import held its whole log in memory. :func:`write_stream` takes
+count), so an import held its whole log in memory. :meth:`StreamWriter.write` takes
 :class:`~ctxledger.eventstore.base.StreamedRequest`\\ s whose events may be generators
 and writes :data:`~ctxledger.eventstore.streamed.CHUNK` events at a time, validated and
 encoded by ``prepare_append`` as for ``append_many``, in one explicit transaction:

@@ -194,7 +194,10 @@ class StreamWriter:
             with self.conn.lock:
                 self.conn.wait(generators.copy_end(self.conn.pgconn, None))
         except psycopg.errors.UniqueViolation as exc:
-            raise _refused(exc, self.placed) from exc
+            refused = _refused(exc, self.placed)
+            if refused is exc:
+                raise
+            raise refused from exc
 
     def _commit(self) -> None:
         assert self.tail is not None

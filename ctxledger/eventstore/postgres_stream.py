@@ -210,7 +210,7 @@ class StreamWriter:
         conn = self.conn
         if self.packer is not None:
             self.packer = None
-            with contextlib.suppress(psycopg.Error):  # (the expected "COPY failed")
+            with contextlib.suppress(psycopg.Error), conn.lock:  # (the expected "COPY failed")
                 conn.wait(generators.copy_end(conn.pgconn, b"the append stopped"))
         if not conn.closed and conn.info.transaction_status != _IDLE:
             with contextlib.suppress(psycopg.Error):  # keep the original error

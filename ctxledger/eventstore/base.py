@@ -299,7 +299,9 @@ class EventStore(abc.ABC):
         (an import): one transaction, all or nothing. This default reads each request
         whole first; SQLite and PostgreSQL encode and write a chunk at a time
         (:mod:`.streamed`, :mod:`.postgres_stream`) and refuse a re-send (InvalidInput)
-        where this is a no-op."""
+        where this is a no-op. On PostgreSQL an ``expected_version`` of None does not
+        absorb a concurrent writer: a row another appender wrote to the stream while the
+        streamed append held the lock is a ConcurrencyError (nothing appended; retry)."""
         return self.append_many(
             [AppendRequest(r.stream, list(r.events), r.expected_version) for r in requests]
         )

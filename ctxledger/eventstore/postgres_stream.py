@@ -24,7 +24,9 @@ All or nothing: any error (a bad event, a stale version, an id already stored, a
 connection, the server killed) rolls the transaction back. Nothing is retried: the
 generators cannot be read twice. An event id already stored is refused as
 ``InvalidInput`` (SQLite's answer), not taken for a re-send; a row another appender
-inserted at one of the stream's versions meanwhile is a ``ConcurrencyError``.
+inserted at one of the stream's versions meanwhile is a ``ConcurrencyError``, also
+when the request's expected version is None (it says so: the streamed append cannot
+take None against a concurrent writer; retry).
 """
 
 from __future__ import annotations
@@ -99,8 +101,9 @@ class StreamWriter:
         self.first = 0  # the first seq this append writes, once the lock is held
         #: the open ``COPY``'s packer, None between statements
         self.packer: RowPacker | None = None
-        #: stream id -> (stream, its version before this append), for a clash's error
-        self.placed: dict[int, tuple[str, int]] = {}
+        #: stream id -> (stream, its version before this append, the expected version
+        #: given), for a clash's error
+        self.placed: dict[int, tuple[str, int, int | None]] = {}
 
     def write(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """Every request's events, a chunk at a time, committed together; the new versions."""
@@ -147,7 +150,7 @@ class StreamWriter:
                     raise ConcurrencyError(stream, expected or 0, version)
                 if stream_id is None:
                     stream_id = self._new_stream(stream, seq + 1)
-                self.placed[stream_id] = (stream, version)
+                self.placed[stream_id] = (stream, version, expected)
             assert stream_id is not None
             version = self._copy(chunk, stream, stream_id, version)
         if version is None:  # no events: nothing written, nothing to check (as SQLite)
@@ -220,9 +223,12 @@ class StreamWriter:
 _CLASH = re.compile(r"\(stream_id, version\)=\((\d+), \d+\)")
 
 
-def _refused(exc: psycopg.errors.UniqueViolation, placed: dict[int, tuple[str, int]]) -> Exception:
+def _refused(
+    exc: psycopg.errors.UniqueViolation, placed: dict[int, tuple[str, int, int | None]]
+) -> Exception:
     """A unique violation of the ``COPY``, as the error the caller can act on (`placed`:
-    the streams written, by id, with their versions when this append found them)."""
+    the streams written, by id, with their versions when this append found them and the
+    expected versions given)."""
     name = exc.diag.constraint_name
     if name == "events_event_id_key":
         return InvalidInput(
@@ -232,6 +238,7 @@ def _refused(exc: psycopg.errors.UniqueViolation, placed: dict[int, tuple[str, i
     found = _CLASH.search(exc.diag.message_detail or "")
     if name == "events_stream_version_key" and found and int(found[1]) in placed:
         # another appender inserted a row at one of its versions after the lookup
-        stream, base = placed[int(found[1])]
-        return ConcurrencyError(stream, base, base + 1)
+        # (with no expected version given the caller never named one: say what happened)
+        stream, base, expected = placed[int(found[1])]
+        return ConcurrencyError(stream, base, base + 1, interleaved=expected is None)
     return exc

@@ -234,11 +234,15 @@ def test_an_appender_waiting_on_the_lock_is_sealed_after_the_import(
     store: PostgresEventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The append lock is held from the first chunk to the COMMIT: a one-event append
-    made meanwhile waits, then comes after every row of the import (gapless, verified)."""
+    made meanwhile commits its row unsealed and waits, then comes after every row of
+    the import (gapless, verified)."""
+    from test_postgres_sealing import unsealed, wait_until
+
     monkeypatch.setattr(streamed, "CHUNK", 5)
     store.append_many([AppendRequest("ses_x", _events("ses_x", 1, "x"), 0)])
     inside, go_on = threading.Event(), threading.Event()
     done: list[int] = []
+    imported: list[dict[str, int]] = []
 
     def events() -> Iterator[Event]:
         for i, event in enumerate(_events("ses_a", 20, "a")):
@@ -247,20 +251,26 @@ def test_an_appender_waiting_on_the_lock_is_sealed_after_the_import(
                 assert go_on.wait(30)
             yield event
 
-    def other() -> None:
-        assert inside.wait(30)
-        done.append(store.append("ses_x", [message("ses_x", "during")], None))
-
-    thread = threading.Thread(target=other)
-    thread.start()
+    importer = threading.Thread(
+        target=lambda: imported.append(store.append_stream([StreamedRequest("ses_a", events(), 0)]))
+    )
+    other = threading.Thread(
+        target=lambda: done.append(store.append("ses_x", [message("ses_x", "during")], None))
+    )
+    importer.start()
     try:
-        thread.join(0.5)
-        assert thread.is_alive() and not done  # it waits for the lock
-        go_on.set()
-        store.append_stream([StreamedRequest("ses_a", events(), 0)])
+        assert inside.wait(30)  # the import holds the lock
+        other.start()
+        wait_until(lambda: unsealed(store) == 1)  # its row committed, unsealed
+        other.join(0.5)
+        assert other.is_alive() and not done  # waiting for the lock
+        assert unsealed(store) == 1
     finally:
         go_on.set()
-        thread.join(30)
+        importer.join(30)
+        if other.ident is not None:  # (started)
+            other.join(30)
+    assert imported == [{"ses_a": 21}]
     assert done == [3]
     rows = list(store.read_all())
     assert [r.seq for r in rows] == list(range(1, len(rows) + 1))

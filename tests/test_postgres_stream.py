@@ -279,24 +279,48 @@ def test_an_appender_waiting_on_the_lock_is_sealed_after_the_import(
     assert store.verify().ok
 
 
-def test_the_server_killed_mid_import_leaves_nothing(own_server: PgServer, tmp_path: Path) -> None:
+def test_the_server_killed_mid_import_leaves_nothing(
+    own_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows of the open COPY are in the table (sent a row at a time, past the 1,000 rows
+    the server's COPY buffers; the import's first row holds its event id against an
+    insert from another connection) when the server is killed."""
+    from ctxledger.eventstore import postgres_copy
+
     url = _url(own_server, tmp_path, "k")
     with PostgresEventStore(url, index_dir=tmp_path, connect_timeout=2) as store:
         store.append_many([AppendRequest("ses_old", _events("ses_old", 2, "o"), 0)])
-    old, streamed.CHUNK = streamed.CHUNK, 4
-    try:
-        with PostgresEventStore(url, index_dir=tmp_path, connect_timeout=2) as store:
+    monkeypatch.setattr(streamed, "CHUNK", 4)
+    monkeypatch.setattr(postgres_copy, "_STEP", 1)
+    held: list[str] = []
 
-            def events() -> Iterator[Event]:
-                for i, event in enumerate(_events("ses_a", 30, "a")):
-                    if i == 10:  # two chunks sent, in the open transaction
-                        own_server.kill()
-                    yield event
+    def probe(store: PostgresEventStore, event_id: str) -> None:
+        """An insert of `event_id` from another connection waits for the import's row."""
+        options = f"-c search_path={store.schema} -c lock_timeout=500"
+        with psycopg.connect(store._conninfo, options=options) as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO events (event_id, stream_id, version, kind, schema, payload,"
+                    " hash) VALUES (%s, 1, 99, 'probe', 1, '{}', %s)",
+                    (event_id, "0" * 64),
+                )
+            except psycopg.errors.LockNotAvailable:
+                held.append(event_id)
+            conn.rollback()
 
-            with pytest.raises(StoreError):
-                store.append_stream([StreamedRequest("ses_a", events(), 0)])
-    finally:
-        streamed.CHUNK = old
+    with PostgresEventStore(url, index_dir=tmp_path, connect_timeout=2) as store:
+
+        def events() -> Iterator[Event]:
+            for i, event in enumerate(_events("ses_a", 1500, "a")):
+                if i == 1400:  # rows sent, uncommitted, past the server's COPY buffer
+                    # (libpq sends as its buffer fills; COPY inserts 1,000 rows at a time)
+                    probe(store, "evt_a_ses_a_s")
+                    own_server.kill()
+                yield event
+
+        with pytest.raises(StoreError):
+            store.append_stream([StreamedRequest("ses_a", events(), 0)])
+    assert held == ["evt_a_ses_a_s"]  # the import's first row was on the server
     own_server.start()  # crash recovery
     with PostgresEventStore(url, index_dir=tmp_path) as store:
         assert store.last_seq() == 3

@@ -7,8 +7,10 @@ and writes :data:`~ctxledger.eventstore.streamed.CHUNK` events at a time, valida
 encoded by ``prepare_append`` as for ``append_many``, in one explicit transaction:
 
     BEGIN; SELECT pg_advisory_xact_lock(key); ctxledger_seal(channel)   -- once, lazily
-    per stream: its id and version (created when missing), the expected version checked
-    per chunk: its new blobs (INSERT … ON CONFLICT DO NOTHING), then one binary COPY
+    per CHUNK events of requests (or one request's first full chunk): their streams
+      made when missing and looked up in one round trip, the expected versions checked,
+      their new blobs (INSERT … ON CONFLICT DO NOTHING), their rows into one binary COPY
+    per further chunk of a long stream: its blobs, its rows into that COPY
     SELECT pg_notify(channel, last seq); COMMIT
 
 The rows are written sealed, per-event chained from the tail the seal leaves
@@ -43,6 +45,7 @@ from psycopg import generators, pq
 
 from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput, StoreError
 from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import StreamedRequest
 from ctxledger.eventstore.postgres_append import Appender
 from ctxledger.eventstore.postgres_copy import RowPacker
@@ -54,10 +57,13 @@ __all__ = ["PgStreamed", "StreamWriter"]
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 _LOCK = "BEGIN; SELECT pg_advisory_xact_lock(%s); " + q.SEAL.replace("$1", "%s")
-_STREAM = q.STREAMS_NAMED
-_NEW_STREAM = (
-    "INSERT INTO streams (stream_id, stream, created_seq)"
-    " VALUES (nextval('streams_id_seq'), %s, %s) ON CONFLICT (stream) DO NOTHING"
+#: the streams with rows made when missing, in name order (as ``append_many``'s ``COPY``
+#: head makes them), then every named stream's id and version: one round trip
+_PLACE = (
+    "INSERT INTO streams (stream_id, stream)"
+    " SELECT nextval('streams_id_seq'), m.n FROM unnest(%s::text[]) AS m(n)"
+    " WHERE NOT EXISTS (SELECT 1 FROM streams AS s WHERE s.stream = m.n)"
+    " ORDER BY m.n ON CONFLICT (stream) DO NOTHING; " + q.STREAMS_NAMED
 )
 _COPY = q.COPY_EVENTS.encode()
 _IDLE = pq.TransactionStatus.IDLE
@@ -106,13 +112,34 @@ class StreamWriter:
         self.placed: dict[int, tuple[str, int, int | None]] = {}
 
     def write(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
-        """Every request's events, a chunk at a time, committed together; the new versions."""
+        """Every request's events, a chunk at a time, committed together; the new versions.
+
+        Requests wait (their first chunks prepared) until :data:`~.streamed.CHUNK` events
+        do, or one fills a chunk: then their streams are placed in one round trip and
+        their rows go into one ``COPY`` (:meth:`_flush`); a long stream's further chunks
+        follow into it."""
         out: dict[str, int] = {}
         seen: set[str] = set()
+        pending: list[tuple[StreamedRequest, PreparedChunk | None]] = []
+        waiting = 0
         try:
             for request in requests:
                 request = checked_request(request, seen)
-                out[request.stream] = self._write_one(request)
+                chunks = prepared_chunks(request, self.threshold)
+                first = next(chunks, None)
+                pending.append((request, first))
+                waiting += len(first.rows) if first is not None else 0
+                if first is not None and len(first.rows) >= streamed.CHUNK:  # maybe more
+                    stream_id, version = self._flush(pending, out)
+                    for chunk in chunks:
+                        version = self._copy(chunk, request.stream, stream_id, version)
+                    out[request.stream] = version
+                elif waiting >= streamed.CHUNK:
+                    self._flush(pending, out)
+                else:
+                    continue
+                pending, waiting = [], 0
+            self._flush(pending, out)
             if self.tail is not None:
                 self._commit()
         except BaseException:
@@ -132,36 +159,42 @@ class StreamWriter:
             self.first = self.tail[0] + 1
         return self.tail
 
-    def _stream(self, stream: str) -> tuple[int | None, int]:
+    def _flush(
+        self, pending: list[tuple[StreamedRequest, PreparedChunk | None]], out: dict[str, int]
+    ) -> tuple[int, int]:
+        """The waiting requests written under the lock: their streams made (sorted, as
+        the ``COPY`` head makes them) and looked up in one round trip, each expected
+        version checked, their blobs inserted, their rows into one ``COPY``; their
+        versions into `out`. The last one's (stream id, version) after it."""
+        if not pending:
+            return (0, 0)
+        self._locked()
         self._end_copy()
-        row = self.cur.execute(_STREAM, ([stream],)).fetchone()
-        return (int(row[1]), int(row[2])) if row is not None else (None, 0)
-
-    def _write_one(self, request: StreamedRequest) -> int:
-        """One stream's chunks after the log's tail; its version after them."""
-        stream, expected = request.stream, request.expected_version
-        stream_id: int | None = None
-        version: int | None = None
-        for chunk in prepared_chunks(request, self.threshold):
-            seq = self._locked()[0]
-            if version is None:  # the stream's first chunk: its place, under the lock
-                stream_id, version = self._stream(stream)
-                if expected not in (None, version):
-                    raise ConcurrencyError(stream, expected or 0, version)
-                if stream_id is None:
-                    stream_id = self._new_stream(stream, seq + 1)
+        names = [request.stream for request, _ in pending]
+        made = sorted(request.stream for request, chunk in pending if chunk is not None)
+        self.cur.execute(_PLACE, (made, names))
+        while self.cur.nextset():  # (the lookup's result is the last one)
+            pass
+        found = {str(r[0]): (int(r[1]), int(r[2])) for r in self.cur.fetchall()}
+        blobs: dict[str, bytes] = {}
+        for request, chunk in pending:
+            if chunk is None:  # no events: nothing written, nothing to check (as SQLite)
+                continue
+            version = found[request.stream][1]
+            if request.expected_version not in (None, version):
+                raise ConcurrencyError(request.stream, request.expected_version or 0, version)
+            blobs.update(chunk.blobs)
+        if blobs:
+            self.cur.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in blobs.items()])
+        stream_id = version = 0
+        for request, chunk in pending:
+            stream, expected = request.stream, request.expected_version
+            stream_id, version = found.get(stream, (0, 0))
+            if chunk is not None:
                 self.placed[stream_id] = (stream, version, expected)
-            assert stream_id is not None
-            version = self._copy(chunk, stream, stream_id, version)
-        if version is None:  # no events: nothing written, nothing to check (as SQLite)
-            return self._stream(stream)[1]
-        return version
-
-    def _new_stream(self, stream: str, first_seq: int) -> int:
-        self.cur.execute(_NEW_STREAM, (stream, first_seq))
-        stream_id = self._stream(stream)[0]  # (made here, or by a writer just before)
-        assert stream_id is not None
-        return stream_id
+                version = self._copy(chunk._replace(blobs={}), stream, stream_id, version)
+            out[stream] = version
+        return (stream_id, version)
 
     def _copy(self, chunk: PreparedChunk, stream: str, stream_id: int, version: int) -> int:
         """The chunk's blobs, then its rows into the open ``COPY`` (opened if none is: one

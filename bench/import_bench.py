@@ -29,6 +29,9 @@ Prints one JSON object per line: {"bench", "value", "unit", "target", "ok", ...}
 * ``import_throughput`` (with ``--postgres``): messages per second of ``ctxledger
   import`` of the 4x JSONL file on each store, wall and CPU seconds of the importing
   process (from the ``import_peak_memory`` runs, one run each: figures follow the load).
+* ``pg_append_stream_small_sessions`` (with ``--postgres``): one ``append_stream`` of
+  2,000 sessions of 6 events, median seconds of 3 interleaved rounds; baseline the
+  whole-list ``append_many``.
 
 Run alone (``python bench/import_bench.py``) or import the ``bench_*`` functions.
 Every file lives in a temporary directory; nothing is kept.
@@ -322,6 +325,50 @@ def bench_import_throughput(messages: int, sqlite: tuple[float, float]) -> Resul
     }
 
 
+def bench_pg_small_sessions(streams: int = 2000, per: int = 6, rounds: int = 3) -> Result:
+    """Seconds of one ``append_stream`` of `streams` sessions of `per` events each on
+    PostgreSQL (an import of many small sessions; session 41, review 1: their streams
+    are placed a group at a time), the whole-list ``append_many`` of them as baseline;
+    `rounds` interleaved rounds, medians, a new schema each."""
+    import statistics
+
+    from ctxledger.eventstore.base import AppendRequest, StreamedRequest
+    from ctxledger.eventstore.postgres import PostgresEventStore
+    from ctxledger.testing.eventstore import message, started
+
+    times: dict[str, list[tuple[float, float]]] = {"stream": [], "many": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for mode in ("stream", "many") if r % 2 == 0 else ("many", "stream"):
+                names = [f"ses_{i}" for i in range(streams)]
+                events = {n: [started(n)] + [message(n) for _ in range(per - 1)] for n in names}
+                url = _ledger(Path(tmp), "")  # a new schema
+                with PostgresEventStore(url, index_dir=tmp) as store:
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    if mode == "stream":
+                        store.append_stream(StreamedRequest(n, iter(events[n]), 0) for n in names)
+                    else:
+                        store.append_many([AppendRequest(n, events[n], 0) for n in names])
+                    times[mode].append((time.perf_counter() - wall, time.process_time() - cpu))
+
+    def median(mode: str, at: int) -> float:
+        return statistics.median(t[at] for t in times[mode])
+
+    return {
+        "bench": "pg_append_stream_small_sessions",
+        "value": round(median("stream", 0), 3),
+        "unit": "s (wall, median)",
+        "streams": streams,
+        "events_per_stream": per,
+        "cpu_seconds": round(median("stream", 1), 3),
+        "baseline": "append_many of the whole list",
+        "baseline_value": round(median("many", 0), 3),
+        "baseline_cpu_seconds": round(median("many", 1), 3),
+        "ratio": round(median("many", 0) / median("stream", 0), 2),
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+
+
 def _pg_server(url: str | None) -> Any:
     """The server the PostgreSQL rows use: `url`, or a private one (returned, to clean up)."""
     if url is not None:
@@ -356,6 +403,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             print(json.dumps(bench_import_memory(args.memory_messages)), flush=True)
             print(json.dumps(bench_import_throughput(4 * args.memory_messages, sqlite)))
+            print(json.dumps(bench_pg_small_sessions()), flush=True)
         finally:
             _PG_URL.clear()
             if server is not None:

@@ -206,6 +206,12 @@ def _comma_separates(needle: str) -> bool:
     return any(len(group) != 3 for group in version.group(2).split(".")[1:])
 
 
+def _digit_stop(needle: str) -> bool:
+    """Whether `needle` ends in a digit and a ``.``: a digit after it would make that
+    ``.`` a decimal or version point (:func:`continues_number`)."""
+    return needle[-1] == "." and needle[-2:-1] in _DIGITS
+
+
 def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
     """Whether the match ``haystack[start:end]`` of `needle` is part of a longer number:
     a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
@@ -217,7 +223,11 @@ def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
     ``v2.0-rc1``) or a numeric pre-release (``1.0.0`` in ``1.0.0-0.3.7``:
     :func:`prerelease_end`). After a date or a date and time a ``,`` is a CSV
     separator (``2024-05-20 10:00:00,5``), except logging's ``,744`` after seconds;
-    after a semver version a list's (``1.0.0,1.1.0``)."""
+    after a semver version a list's (``1.0.0,1.1.0``). A needle ending in a digit and
+    a ``.`` (a sentence's stop: ``keep it at 10.``) is not followed by a digit: that
+    ``.`` was a decimal or version point (``keep it at 10.5``, ``use v1.2.3``)."""
+    if _digit_stop(needle) and haystack[end : end + 1] in _DIGITS:
+        return True
     if needle[-1] in _DIGITS and end + 1 < len(haystack):
         if haystack[end] in ",." and haystack[end + 1] in _DIGITS:
             if haystack[end] == "." or not _comma_separates(needle):
@@ -558,6 +568,8 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
         ahead.append(f"(?<!/{re.escape(needle)})\\w" if bare else r"\w")
     if _ends_in_path(needle, path):
         ahead.append(r"/\w")
+    if not path and _digit_stop(needle):
+        ahead.append("[0-9]")  # (:func:`continues_number`: ``10.`` in ``10.5``)
     if needle[-1] in _DIGITS and not path:
         if not _comma_separates(needle):
             ahead.append(r"[,.][0-9]")

@@ -91,7 +91,9 @@ _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
 _SENTENCE_KINDS = frozenset({"decision", "constraint"})
 #: a sentence's one final period (not an ellipsis)
 _PERIOD_END = re.compile(r"(?<!\.)\.\Z")
-#: where a line ends (a JOIN ends a text), and the mark it leaves in the folded text
+#: where a line ends (a JOIN ends a text), and the mark it leaves in the folded text;
+#: ``\x00`` is :data:`JOIN` (defined below): a sentence ending one text of a joined
+#: haystack ends a line, and unmarked the JOIN would stay glued to it (no blank)
 _LINE_ENDS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\x00]+")
 _LINE_MARK = " \x00"
 #: an exit code, as extracted (``exit code 2``)

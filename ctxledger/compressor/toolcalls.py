@@ -152,13 +152,24 @@ def command_line(command: str) -> str:
     """The line of a shell command that says what it runs: its first non-blank line that
     is no ``#`` comment (``# Let me create a test`` of an agent's script, ``#!/bin/bash``
     are no commands). A command of blanks and comments only: its first non-blank line."""
-    first = ""
-    for line in command.splitlines():
-        stripped = line.lstrip()
+    return _command_line_at(command)[1]
+
+
+def _command_line_at(command: str) -> tuple[int, str]:
+    """(where it starts in `command`, :func:`command_line`): the offset of that line
+    itself, not of the first text equal to it (which may lie in a comment before it:
+    ``# python3 -c "`` then ``python3 -c "``)."""
+    first: tuple[int, str] | None = None
+    start = 0
+    for line in command.splitlines(keepends=True):
+        body = line.splitlines()[0] if line else line
+        stripped = body.lstrip()
         if stripped and not stripped.startswith("#"):
-            return line
-        first = first or (line if stripped else "")
-    return first
+            return start, body
+        if first is None and stripped:
+            first = (start, body)
+        start += len(line)
+    return first or (0, "")
 
 
 def command_fact(command: str) -> str:
@@ -167,10 +178,10 @@ def command_fact(command: str) -> str:
     and the rest of the command after it on one line (blanks collapsed). The open line
     alone names no script: every inline script of a session shares it, so a summary
     that kept any of them would state all of them."""
-    line = command_line(command)
+    start, line = _command_line_at(command)
     if not _leaves_quote_open(line):
         return line
-    return " ".join(command[command.find(line) :].split())
+    return " ".join(command[start:].split())
 
 
 #: a line whose quotes all close, read as a shell reads them (a ``\\`` escapes the next

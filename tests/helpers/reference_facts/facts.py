@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import accumulate
 from typing import Any
 
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
@@ -543,23 +544,27 @@ __all__ = [
 ]
 
 
-def _runs(command: str) -> str:
+def _runs(command: str) -> tuple[int, str]:
     """Session 34: the line a command runs: its first line that holds more than blanks and
     does not start with ``#`` after them (a shell comment runs nothing); with none, its
-    first line that holds more than blanks."""
-    lines = [line for line in command.splitlines() if line.strip()]
-    ran = [line for line in lines if not line.strip().startswith("#")]
-    return (ran or lines or [""])[0]
+    first line that holds more than blanks. Session 41: with where it starts in
+    `command` (the same words may stand before it, in a comment)."""
+    # (the offsets of the lines, then of the command's end: one more than the lines)
+    starts = accumulate((len(piece) for piece in command.splitlines(keepends=True)), initial=0)
+    numbered = zip(starts, command.splitlines(), strict=False)
+    lines = [(at, line) for at, line in numbered if line.strip()]
+    ran = [(at, line) for at, line in lines if not line.strip().startswith("#")]
+    return (ran or lines or [(0, "")])[0]
 
 
 def _script_or_runs(command: str) -> str:
     """Session 41: :func:`_runs`, unless a shell would read that line as ending inside a
     quote (an inline script's ``python3 -c "``): then it and all that follows it, with
     every run of blanks one space."""
-    ran = _runs(command)
+    at, ran = _runs(command)
     try:
         shlex.split(ran + "_")  # (a last backslash escapes the ``_``, inside quotes or not)
     except ValueError as error:
         if "closing quotation" in str(error):
-            return " ".join(command[command.index(ran) :].split())
+            return " ".join(command[at:].split())
     return ran

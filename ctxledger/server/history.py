@@ -11,12 +11,15 @@ matches, the client edited or dropped something: the request gets a new branch.
 Messages are compared as dicts first and, when those differ, by what a provider
 sees (role, text, tool calls, tool call id, and a refusal or audio id when the client's
 copy carries one), so a client that drops ``null`` fields or moves its own ``cache_control`` markers still continues its line; a
-tool-call id the ledger repaired (a re-used one) is compared as the client sent it.
+tool-call id the ledger repaired (a re-used one) is compared as the client sent it; a
+text is compared without its surrounding whitespace and a call's arguments by the JSON
+value they hold (Hermes trims every text and re-encodes the arguments it sends back).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,9 +65,10 @@ def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = 
         return renames.get(call_id, call_id) if isinstance(call_id, str) else call_id
 
     content, refusal = _content_and_refusal(message)
+    text = content_key(content)
     return (
         _role(message),
-        content_key(content),
+        text.strip() if isinstance(text, str) else text,  # (a client trimming its copy)
         _calls_key(message.get("tool_calls") or (), original),
         original(message.get("tool_call_id")),
         # what an assistant said instead of content: a refusal, an audio reply (by id)
@@ -124,8 +128,22 @@ def _calls_key(calls: Any, original: Callable[[Any], Any]) -> Any:
         if not isinstance(function, Mapping):
             keys.append(repr(call))
             continue
-        keys.append((original(call.get("id")), function.get("name"), function.get("arguments")))
+        arguments = _arguments_key(function.get("arguments"))
+        keys.append((original(call.get("id")), function.get("name"), arguments))
     return tuple(keys)
+
+
+def _arguments_key(arguments: Any) -> Any:
+    """A call's arguments as compared: JSON text by the value it holds (a client that
+    re-encodes the model's arguments, compact and with sorted keys as Hermes does, sends
+    the same call), anything else as it is."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def strip_cache_markers(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""A client that sends the recorded reply back normalised continues its line (session 41).
+
+Found with the real hermes-agent 0.19.0 as a client of ``ctxledger serve``: before each
+request Hermes trims every message's text and re-encodes each tool call's arguments
+(compact, sorted keys; ``agent/conversation_loop.py``). The ledger had recorded the
+model's arguments as the model wrote them, so every turn after a tool call was a new
+branch. Now a text is compared trimmed and arguments by their JSON value; a call whose
+value changed (or a text that did) is still another history.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.fake_upstream import Raw, Say
+from helpers.server_rig import Rig, rig
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxledger.events import MessageAppended, SessionStarted
+from ctxledger.server.history import message_key
+
+pytestmark = pytest.mark.anyio
+
+ARGS = '{ "path": "a.py",  "lines": [1, 2], "opts": {"z": true, "a": null} }'
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _reply(content: str | None, arguments: str) -> Raw:
+    """A chat completion with the model's own spacing: text and one tool call."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read", "arguments": arguments},
+    }
+    message = {"role": "assistant", "content": content, "tool_calls": [call]}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+    }
+    return Raw((json.dumps(body).encode(),))
+
+
+async def _two_turns(r: Rig, sent_back: dict[str, Any]) -> list[Any]:
+    """Ask, get the call, send `sent_back` as the assistant message with the tool's
+    result; the ledger's events."""
+    client = r.openai(**{"X-Ctxledger-Session": "trim"})
+    ask = {"role": "user", "content": "read a.py"}
+    await client.chat.completions.create(model="m", messages=[ask])
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "text of a.py"}
+    await client.chat.completions.create(model="m", messages=[ask, sent_back, result])
+    r.service.ledger.refresh()
+    return [x.event for x in r.service.ledger.store.read_all()]
+
+
+def _as_hermes_sends(content: str, arguments: str) -> dict[str, Any]:
+    canonical = json.dumps(json.loads(arguments), separators=(",", ":"), sort_keys=True)
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read", "arguments": canonical},
+    }
+    return {"role": "assistant", "content": content.strip(), "tool_calls": [call]}
+
+
+async def test_a_trimmed_and_re_encoded_reply_continues_the_line(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_reply("  Let me look.\n", ARGS), Say("done"))
+        events = await _two_turns(r, _as_hermes_sends("  Let me look.\n", ARGS))
+        assert [type(e) for e in events].count(SessionStarted) == 1  # no branch
+        assert {e.session_id for e in events} == {"trim"}
+        recorded = [e.message for e in events if isinstance(e, MessageAppended)]
+        assert len(recorded) == 4  # ask, call, result, answer: each once
+        # the ledger keeps the reply as the model sent it
+        assert recorded[1]["content"] == "  Let me look.\n"
+        assert recorded[1]["tool_calls"][0]["function"]["arguments"] == ARGS
+
+
+@pytest.mark.parametrize(
+    ("content", "arguments"),
+    [
+        ("Let me look.", '{"path": "b.py", "lines": [1, 2], "opts": {"z": true, "a": null}}'),
+        ("Let me look.", '{"path": "a.py", "lines": [2, 1], "opts": {"z": true, "a": null}}'),
+        ("Let me look!", ARGS),
+    ],
+    ids=["other-value", "other-order-in-a-list", "other-text"],
+)
+async def test_a_reply_sent_back_changed_is_still_a_branch(
+    tmp_path: Path, content: str, arguments: str
+) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_reply("Let me look.", ARGS), Say("done"))
+        events = await _two_turns(r, _as_hermes_sends(content, arguments))
+        assert [type(e) for e in events].count(SessionStarted) == 2  # the root and a branch
+
+
+def _call(arguments: str) -> dict[str, Any]:
+    function = {"name": "f", "arguments": arguments}
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": function}]}
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=8,
+)
+
+
+@given(JSON, JSON)
+def test_arguments_are_the_same_call_exactly_when_their_values_are(a: Any, b: Any) -> None:
+    """Any two encodings of JSON values are one call's arguments iff the values are equal
+    (compared as encoded with sorted keys: ``1`` and ``true`` stay apart)."""
+    same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    spaced = json.dumps(a, indent=1)
+    compact = json.dumps(b, separators=(",", ":"), sort_keys=True)
+    assert (message_key(_call(spaced)) == message_key(_call(compact))) == same
+
+
+def test_arguments_that_are_no_json_are_compared_as_written() -> None:
+    assert message_key(_call("{oops")) == message_key(_call("{oops"))
+    assert message_key(_call("{oops")) != message_key(_call("{oops "))

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from helpers.fake_upstream import Raw, Say
 from helpers.server_rig import Rig, rig
@@ -130,3 +131,26 @@ def test_arguments_are_the_same_call_exactly_when_their_values_are(a: Any, b: An
 def test_arguments_that_are_no_json_are_compared_as_written() -> None:
     assert message_key(_call("{oops")) == message_key(_call("{oops"))
     assert message_key(_call("{oops")) != message_key(_call("{oops "))
+
+
+async def test_arguments_nesting_too_deep_are_refused_and_nothing_is_appended(
+    tmp_path: Path,
+) -> None:
+    """Arguments nesting 5,000 levels sent back in place of the recorded call: parsing
+    them to compare raised RecursionError (a 500); now the resend is refused as any
+    too-deep message is, and the ledger is as it was."""
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_reply("x", ARGS))
+        client = r.openai(**{"X-Ctxledger-Session": "deep"})
+        ask = {"role": "user", "content": "read a.py"}
+        await client.chat.completions.create(model="m", messages=[ask])
+        r.service.ledger.refresh()
+        before = len(list(r.service.ledger.store.read_all()))
+        back = _as_hermes_sends("x", ARGS)
+        back["tool_calls"][0]["function"]["arguments"] = "[" * 5000 + "]" * 5000
+        result = {"role": "tool", "tool_call_id": "call_1", "content": "r"}
+        with pytest.raises(openai.UnprocessableEntityError, match="nest deeper than 100"):
+            await client.chat.completions.create(model="m", messages=[ask, back, result])
+        r.service.ledger.refresh()
+        assert len(list(r.service.ledger.store.read_all())) == before
+        assert r.upstream.turn == 1  # never sent on

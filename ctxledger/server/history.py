@@ -28,6 +28,7 @@ import msgspec
 
 from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
+from ctxledger.limits import too_deep
 from ctxledger.messages import audio_reference, refusal_text
 from ctxledger.projections.transcript import load_bodies
 
@@ -136,12 +137,13 @@ def _calls_key(calls: Any, original: Callable[[Any], Any]) -> Any:
 def _arguments_key(arguments: Any) -> Any:
     """A call's arguments as compared: JSON text by the value it holds (a client that
     re-encodes the model's arguments, compact and with sorted keys as Hermes does, sends
-    the same call), anything else as it is."""
-    if not isinstance(arguments, str):
+    the same call), anything else as it is. Text nesting deeper than the limit is not
+    parsed (it is compared as written, and refused when it would be appended)."""
+    if not isinstance(arguments, str) or too_deep(arguments):
         return arguments
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # (a raised depth limit: still no 500)
         return arguments
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 

@@ -11,6 +11,7 @@ value changed (or a text that did) is still another history.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -112,20 +113,57 @@ def _call(arguments: str) -> dict[str, Any]:
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),  # non-ASCII included
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
     max_leaves=8,
 )
 
 
+def _equal(a: Any, b: Any) -> bool:
+    """JSON values equal by (type, value), written without the code under test: ``1``,
+    ``1.0`` and ``true`` are three values; ``-0.0`` is not ``0.0`` (JSON spells them apart)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b and math.copysign(1, a) == math.copysign(1, b)
+    return bool(a == b)
+
+
 @given(JSON, JSON)
 def test_arguments_are_the_same_call_exactly_when_their_values_are(a: Any, b: Any) -> None:
-    """Any two encodings of JSON values are one call's arguments iff the values are equal
-    (compared as encoded with sorted keys: ``1`` and ``true`` stay apart)."""
-    same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """Two encodings of JSON values (one spaced with ASCII escapes, one compact with sorted
+    keys and raw non-ASCII text) are one call's arguments iff the values are equal."""
     spaced = json.dumps(a, indent=1)
-    compact = json.dumps(b, separators=(",", ":"), sort_keys=True)
-    assert same_message(_call(spaced), _call(compact)) == same
+    compact = json.dumps(b, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    assert same_message(_call(spaced), _call(compact)) == _equal(a, b)
+    assert same_message(_call(spaced), _call(json.dumps(a, ensure_ascii=False)))
+
+
+@pytest.mark.parametrize(
+    ("recorded", "client", "same"),
+    [
+        ('{"n": 1}', '{"n":1.0}', False),  # an integer and a float are two values
+        ('{"n": 1.0}', '{"n":1.00}', True),  # one float, two spellings
+        ('{"t": "\\u00e9"}', '{"t":"é"}', True),  # an escape and the character
+        ('{"n": 1e400}', '{"n":2e400}', False),  # beyond a float: compared as written
+        ('{"n": 1e400}', '{"n": 1e400}', True),
+        ('{"n": 1e400}', '{"n":Infinity}', False),
+        ('{"n": NaN}', '{"n":NaN}', False),  # not JSON's: as written, and spelled apart
+        ('{"n": NaN}', '{"n": NaN}', True),
+    ],
+)
+def test_numbers_and_escapes_compare_by_value_where_json_holds_one(
+    recorded: str, client: str, same: bool
+) -> None:
+    assert same_message(_call(recorded), _call(client)) == same
 
 
 def test_arguments_that_are_no_json_are_compared_as_written() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -203,14 +204,26 @@ def _same_arguments(recorded: Any, client: Any) -> bool:
 def _canonical(text: str) -> str | None:
     """JSON `text` in one spelling (compact, sorted keys, ASCII escapes), or None when it
     is compared as written: not JSON, nesting deeper than the limit (not parsed: refused
-    when it would be appended)."""
+    when it would be appended), or holding a number no float holds (``1e400``, ``NaN``,
+    ``Infinity``: parsed, ``1e400`` and ``2e400`` would both be infinity)."""
     if too_deep(text):
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     except (ValueError, RecursionError):  # (a raised depth limit: still no 500)
         return None
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond a float")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
 
 
 def _digest(text: str) -> bytes:

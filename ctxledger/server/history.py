@@ -14,6 +14,9 @@ copy carries one), so a client that drops ``null`` fields or moves its own ``cac
 tool-call id the ledger repaired (a re-used one) is compared as the client sent it; a
 text is compared without its surrounding whitespace and a call's arguments by the JSON
 value they hold (Hermes trims every text and re-encodes the arguments it sends back).
+Such a copy is not an edit: the ledger keeps the spelling it recorded, and that is what
+the upstream is sent. The same looser comparison tells a repeated turn (`answered`): a
+last message differing only so is served the recorded answer.
 """
 
 from __future__ import annotations

@@ -29,10 +29,9 @@ DEFAULT_STALL_TIMEOUT = 60.0
 #: how long a proxied turn (or a passed-on request) waits while the upstream sends no
 #: bytes at all (seconds; httpx's read timeout counts per socket read, so this caps
 #: silence, not the whole answer: keep-alive comments or ``ping`` events renew it): far
-#: past what a client's
-#: own timeout usually allows (a reasoning model may think in silence for many
-#: minutes), yet finite, so a silent or half-open upstream never holds a session (and
-#: a server's shutdown) for ever when its client set no timeout
+#: past what a client's own timeout usually allows (a reasoning model may think in
+#: silence for many minutes), yet finite, so a silent or half-open upstream never holds
+#: a session (and a server's shutdown) for ever when its client set no timeout
 DEFAULT_TURN_TIMEOUT = 3600.0
 #: connecting to the upstream (seconds), for every request the server sends it
 CONNECT_TIMEOUT = 10.0

@@ -28,4 +28,4 @@ def test_hermes_through_the_proxy_keeps_one_session_across_tool_calls(run):
     assert roles == ["user", "assistant", "tool", "tool", "assistant", "user", "assistant"]
     assert ledger.verify().ok
     # Hermes's first call lists the models through the proxy (passed on unchanged)
-    assert result["paths"].count("/v1/models") == 1
+    assert result["paths"].count("/v1/models") >= 1  # (how often is hermes-agent's choice)

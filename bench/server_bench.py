@@ -11,6 +11,11 @@ Prints one JSON object per line: {"bench", "value", "unit", "baseline", "ratio",
   figures then include waiting for a core, CPU figures do not).
 * ``state_append_p50``: ``POST /v1/sessions/{id}/messages`` with one message; the
   baseline is ``await ContextService.append`` in-process on the same ledger.
+* ``history_resend_p50``: CPU time of matching a resent history of ``--messages``
+  messages, a third of them tool calls with 1.8 KB arguments, against the recorded one
+  (``HistoryIndex.common_prefix``) when the client sends the calls back re-encoded and
+  the texts trimmed, as Hermes Agent does; the baseline is the same history sent back
+  as equal dicts.
 
 Both run in-process over ``httpx.ASGITransport`` (the HTTP stack without a socket), so
 the figures are the server's own cost; ``--tcp`` runs the same through uvicorn on
@@ -42,6 +47,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 from ctxledger import CompressionConfig, ContextService
 from ctxledger.server import create_app
+from ctxledger.server.history import HistoryIndex
 
 Result = dict[str, Any]
 REPLY = json.dumps(
@@ -296,11 +302,42 @@ async def bench_append(tmp: str, samples: int, durability: str, tcp: bool) -> li
     ]
 
 
+def _tool_history(n: int, hermes: bool) -> list[dict[str, Any]]:
+    """`n` messages of asks, calls and results; `hermes`: as Hermes sends them back."""
+    out: list[dict[str, Any]] = []
+    for i in range(n // 3):
+        args = {"path": f"f{i}.py", "content": "x = 1\n" * 300, "mode": "w"}
+        text = (
+            json.dumps(args, separators=(",", ":"), sort_keys=True) if hermes else json.dumps(args)
+        )
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "write", "arguments": text}}
+        said = f"Writing f{i}.py." if hermes else f"Writing f{i}.py.\n"
+        out.append({"role": "user", "content": f"step {i}"})
+        out.append({"role": "assistant", "content": said, "tool_calls": [call]})
+        out.append({"role": "tool", "tool_call_id": f"c{i}", "content": "ok"})
+    return out
+
+
+def bench_history(n_messages: int, samples: int) -> list[Result]:
+    recorded = _tool_history(n_messages, hermes=False)
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(max(9, samples // 20)):
+        for hermes in (False, True):
+            client = json.loads(json.dumps(_tool_history(n_messages, hermes)))  # new strings
+            start = time.thread_time()
+            common = HistoryIndex.common_prefix(recorded, client)
+            cpu[hermes].append((time.thread_time() - start) * 1000)
+            assert common == len(recorded)
+    value, base = statistics.median(cpu[True]), statistics.median(cpu[False])
+    return [_result("history_resend_p50", value, base, "ms", messages=len(recorded), cpu=True)]
+
+
 async def main_async(n_messages: int, samples: int, durability: str, tcp: bool) -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp:
         return [
             *await bench_proxy(tmp, n_messages, samples, durability, tcp),
             *await bench_append(tmp, samples, durability, tcp),
+            *bench_history(n_messages, samples),
         ]
 
 

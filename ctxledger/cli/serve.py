@@ -129,7 +129,8 @@ def _require_server_extra() -> None:
     "--turn-timeout",
     type=SECONDS,
     default=None,
-    help="Seconds of silence (no bytes from the upstream) a proxied turn waits before a 502 "
+    help="Seconds of silence (no bytes from the upstream) a proxied turn (or a request "
+    "passed on, /v1/models, embeddings, count_tokens) waits before a 502 "
     "(a stream ends with an error event); a cap on silence, not on the whole answer; a "
     "client's own shorter timeout ends the turn first (default 3600).",
 )

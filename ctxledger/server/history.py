@@ -11,12 +11,20 @@ matches, the client edited or dropped something: the request gets a new branch.
 Messages are compared as dicts first and, when those differ, by what a provider
 sees (role, text, tool calls, tool call id, and a refusal or audio id when the client's
 copy carries one), so a client that drops ``null`` fields or moves its own ``cache_control`` markers still continues its line; a
-tool-call id the ledger repaired (a re-used one) is compared as the client sent it.
+tool-call id the ledger repaired (a re-used one) is compared as the client sent it; a
+text is compared without its surrounding whitespace and a call's arguments by the JSON
+value they hold (Hermes trims every text and re-encodes the arguments it sends back).
+Such a copy is not an edit: the ledger keeps the spelling it recorded, and that is what
+the upstream is sent. The same looser comparison tells a repeated turn (`answered`): a
+last message differing only so is served the recorded answer.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +33,7 @@ import msgspec
 
 from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
+from ctxledger.limits import too_deep
 from ctxledger.messages import audio_reference, refusal_text
 from ctxledger.projections.transcript import load_bodies
 
@@ -54,8 +63,9 @@ def content_key(content: Any) -> Any:
 
 
 def message_key(message: Mapping[str, Any], renames: Mapping[str, str] | None = None) -> Key:
-    """What a provider sees of a message; `renames` maps tool-call ids the ledger repaired
-    (replacement -> the id the client sent) back, so a client that re-uses ids matches."""
+    """What a provider sees of a message, compared with :func:`same_message`'s rules;
+    `renames` maps tool-call ids the ledger repaired (replacement -> the id the client
+    sent) back, so a client that re-uses ids matches."""
     renames = renames or {}
 
     def original(call_id: Any) -> Any:
@@ -100,22 +110,69 @@ def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
     return content, refusal
 
 
+def same_message(
+    recorded: Mapping[str, Any], client: Any, renames: Mapping[str, str] | None = None
+) -> bool:
+    """Whether the client's copy of a message is the recorded one (see the module's rules)."""
+    if recorded == client:
+        return True
+    return isinstance(client, Mapping) and _same(
+        message_key(recorded, renames), message_key(client)
+    )
+
+
 def _same(recorded: Key, client: Key) -> bool:
-    """Whether a recorded message's key is the client's. A refusal or an audio id is
-    compared only when the client's copy carries one: a client that keeps only role and
-    content sends a refusal back as ``content: ""`` (as matched before refusals were
-    keyed), while a different one is another reply (a branch)."""
-    if client[4] is None or client[5] is None:
-        refusal = recorded[4] if client[4] is not None else None
-        audio = recorded[5] if client[5] is not None else None
-        recorded = (*recorded[:4], refusal, audio)
-    return recorded == client
+    """Whether a recorded message's key is the client's. A text is the same without its
+    surrounding whitespace, arguments by their value (:func:`_same_arguments`). A refusal
+    or an audio id is compared only when the client's copy carries one: a client that
+    keeps only role and content sends a refusal back as ``content: ""`` (as matched
+    before refusals were keyed), while a different one is another reply (a branch)."""
+    return (
+        recorded[0] == client[0]
+        and _same_text(recorded[1], client[1])
+        and _same_calls(recorded[2], client[2])
+        and recorded[3] == client[3]
+        and (client[4] is None or recorded[4] == client[4])
+        and (client[5] is None or recorded[5] == client[5])
+    )
+
+
+def _same_text(recorded: Any, client: Any) -> bool:
+    """Texts are the same when only their surrounding whitespace differs (a client
+    trimming its copy); the exact text is tried first."""
+    if recorded == client:
+        return True
+    return (
+        isinstance(recorded, str) and isinstance(client, str) and recorded.strip() == client.strip()
+    )
+
+
+def _same_calls(recorded: Any, client: Any) -> bool:
+    if recorded == client:
+        return True
+    if (
+        not isinstance(recorded, tuple)
+        or not isinstance(client, tuple)
+        or len(recorded) != len(client)
+    ):
+        return False
+    return all(
+        a == b
+        or (
+            isinstance(a, tuple)
+            and isinstance(b, tuple)
+            and a[:2] == b[:2]
+            and _same_arguments(a[2], b[2])
+        )
+        for a, b in zip(recorded, client, strict=True)
+    )
 
 
 def _calls_key(calls: Any, original: Callable[[Any], Any]) -> Any:
-    """The tool calls as compared. Anything but a list of calls with a ``function``
-    object (a number, a string: iterating it raised a 500 before validation could name
-    it) is its repr, which no recorded (validated) message has: never a match."""
+    """The tool calls as compared: (id, name, arguments as sent) each. Anything but a list
+    of calls with a ``function`` object (a number, a string: iterating it raised a 500
+    before validation could name it) is its repr, which no recorded (validated) message
+    has: never a match."""
     if not isinstance(calls, list | tuple):
         return repr(calls)
     keys: list[Any] = []
@@ -126,6 +183,63 @@ def _calls_key(calls: Any, original: Callable[[Any], Any]) -> Any:
             continue
         keys.append((original(call.get("id")), function.get("name"), function.get("arguments")))
     return tuple(keys)
+
+
+def _same_arguments(recorded: Any, client: Any) -> bool:
+    """Whether a call's arguments are the same: the same text, else JSON text holding the
+    same value (a client that re-encodes the model's arguments, compact and with sorted
+    keys as Hermes does, sends the same call). Cheapest first: the exact text; then the
+    client's text against the recorded value's one spelling (:func:`_canonical`, whose
+    digest is kept per recorded text); only then is the client's text parsed."""
+    if recorded == client:
+        return True
+    if not isinstance(recorded, str) or not isinstance(client, str):
+        return False
+    want = _recorded_digest(recorded)
+    if want is None:  # not compared by value: as written, and the texts differ
+        return False
+    if _digest(client) == want:  # (Hermes's spelling is the one spelling)
+        return True
+    canonical = _canonical(client)
+    return canonical is not None and _digest(canonical) == want
+
+
+def _canonical(text: str) -> str | None:
+    """JSON `text` in one spelling (compact, sorted keys, ASCII escapes), or None when it
+    is compared as written: not JSON, nesting deeper than the limit (not parsed: refused
+    when it would be appended), or holding a number no float holds (``1e400``, ``NaN``,
+    ``Infinity``: parsed, ``1e400`` and ``2e400`` would both be infinity)."""
+    if too_deep(text):
+        return None
+    try:
+        value = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except (ValueError, RecursionError):  # (a raised depth limit: still no 500)
+        return None
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond a float")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@functools.lru_cache(maxsize=16_384)
+def _recorded_digest(text: str) -> bytes | None:
+    """The digest of a recorded call's arguments in their one spelling (None: compared as
+    written), kept: a line's recorded replies are compared again on every request. Only
+    recorded texts are kept (a client's are new strings each request)."""
+    canonical = _canonical(text)
+    return None if canonical is None else _digest(canonical)
 
 
 def strip_cache_markers(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -218,9 +332,7 @@ class HistoryIndex:
         """How many leading messages the two lists share (equal dicts, else equal keys;
         `renames`: the ledger's repaired tool-call ids, replacement -> original)."""
         for i, (a, b) in enumerate(zip(recorded, client, strict=False)):
-            if a != b and (
-                not isinstance(b, Mapping) or not _same(message_key(a, renames), message_key(b))
-            ):
+            if not same_message(a, b, renames):
                 return i
         return min(len(recorded), len(client))
 
@@ -279,6 +391,7 @@ __all__ = [
     "Match",
     "content_key",
     "message_key",
+    "same_message",
     "stable_key",
     "strip_cache_markers",
 ]

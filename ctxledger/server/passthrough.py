@@ -9,18 +9,24 @@ The request goes to the upstream as it came (its query, its body, the client's o
 and API-version headers, as a proxied turn's); the answer comes back with the
 upstream's status, headers and body; nothing is recorded. ``--guard-proxy`` gates them
 as it gates the proxy.
+
+As a proxied turn's, the wait for the upstream is watched: a client that hangs up (an
+SDK's timeout, whose retries follow) cancels the upstream request (499 ``client_closed``),
+and an upstream silent for ``--turn-timeout`` seconds is a 502 ``upstream_unreachable``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import urllib.parse
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
-from ctxledger.server.errors import HTTPError
+from ctxledger.server.clientgone import while_connected
+from ctxledger.server.errors import HTTPError, provider_error_body
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.routing import Endpoint, Handler, read_body
 from ctxledger.server.state import ServerState
@@ -32,6 +38,8 @@ from ctxledger.server.upstream_reply import (
     upstream_failed,
 )
 from ctxledger.shownurl import with_path
+
+log = logging.getLogger(__name__)
 
 _BOTH = ("openai", "anthropic")
 
@@ -57,22 +65,35 @@ def _handler(template: str, faces: tuple[str, ...], name: str) -> Handler:
         if body is not None:
             headers["content-type"] = request.headers.get("content-type", "application/json")
         url = with_path(state.upstream, path, state.api == "anthropic", request.url.query)
-        try:
-            upstream = await state.client.send(
-                state.client.build_request(
-                    request.method, url, content=body, headers={**headers, **UPSTREAM_ENCODING}
-                ),
-                stream=True,
-            )
-        except httpx.HTTPError as exc:
-            return upstream_failed(state.api, state.upstream, exc)
-        if refused := await refuse_encoded(state.api, state.upstream, upstream):
-            return refused
-        data = await read_whole(state.api, state.upstream, upstream)
-        return data if isinstance(data, Response) else forwarded(data, upstream)
+        outbound = state.client.build_request(
+            request.method,
+            url,
+            content=body,
+            headers={**headers, **UPSTREAM_ENCODING},
+            timeout=state.turn_timeout,
+        )
+        got = await while_connected(request.receive, lambda: _pass_on(state, outbound))
+        if got is None:  # hung up first: the upstream request is cancelled
+            log.info("client of %s %s left before the answer", request.method, path)
+            message = "the client left before the answer"
+            error = provider_error_body(state.api, 499, "client_closed", message)
+            return JSONResponse(error, status_code=499)
+        return got
 
     handle.__name__ = name  # the schema's operation id
     return handle
+
+
+async def _pass_on(state: ServerState, outbound: httpx.Request) -> Response:
+    """The upstream's answer to `outbound`, whole, as the client's response (or the 502)."""
+    try:
+        upstream = await state.client.send(outbound, stream=True)
+    except httpx.HTTPError as exc:
+        return upstream_failed(state.api, state.upstream, exc)
+    if refused := await refuse_encoded(state.api, state.upstream, upstream):
+        return refused
+    data = await read_whole(state.api, state.upstream, upstream)
+    return data if isinstance(data, Response) else forwarded(data, upstream)
 
 
 def _endpoint(method: str, path: str, apis: tuple[str, ...], summary: str) -> Endpoint:

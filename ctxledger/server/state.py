@@ -26,12 +26,12 @@ DEFAULT_CONTEXT_LENGTH = 128_000
 #: a proxied stream whose client takes no bytes for this long is ended (seconds): a
 #: client that stops reading would otherwise hold its session's turn forever
 DEFAULT_STALL_TIMEOUT = 60.0
-#: how long a proxied turn waits while the upstream sends no bytes at all (seconds;
-#: httpx's read timeout counts per socket read, so this caps silence, not the whole
-#: answer: keep-alive comments or ``ping`` events renew it): far past what a client's
-#: own timeout usually allows (a reasoning model may think in silence for many
-#: minutes), yet finite, so a silent or half-open upstream never holds a session (and
-#: a server's shutdown) for ever when its client set no timeout
+#: how long a proxied turn (or a passed-on request) waits while the upstream sends no
+#: bytes at all (seconds; httpx's read timeout counts per socket read, so this caps
+#: silence, not the whole answer: keep-alive comments or ``ping`` events renew it): far
+#: past what a client's own timeout usually allows (a reasoning model may think in
+#: silence for many minutes), yet finite, so a silent or half-open upstream never holds
+#: a session (and a server's shutdown) for ever when its client set no timeout
 DEFAULT_TURN_TIMEOUT = 3600.0
 #: connecting to the upstream (seconds), for every request the server sends it
 CONNECT_TIMEOUT = 10.0
@@ -94,13 +94,11 @@ class ServerState:
         self.context_length = (
             context_length or service.config.context_length or DEFAULT_CONTEXT_LENGTH
         )
-        #: the passthrough's requests (/v1/models, embeddings, count_tokens)
-        self.client = httpx.AsyncClient(
-            transport=transport, timeout=httpx.Timeout(600.0, connect=CONNECT_TIMEOUT)
-        )
-        #: a proxied turn's upstream request: each read, write and the pool wait up to
-        #: `turn_timeout` (a cap on silence, not on the whole answer)
+        #: every upstream request (a proxied turn's, the passthrough's): each read,
+        #: write and the pool wait up to `turn_timeout` (a cap on silence, not on the
+        #: whole answer); each request names it, so it is the client's default too
         self.turn_timeout = httpx.Timeout(turn_timeout, connect=CONNECT_TIMEOUT)
+        self.client = httpx.AsyncClient(transport=transport, timeout=self.turn_timeout)
         self.history = HistoryIndex(self.ledger)
         #: Responses ``previous_response_id`` -> the recorded reply (see response_index)
         self.responses = ResponseIndex(self.ledger)

@@ -37,6 +37,7 @@ __all__ = [
     "open_side_file",
     "open_side_folder",
     "open_side_lock",
+    "side_file_of",
     "side_folder",
 ]
 
@@ -51,6 +52,32 @@ HEAD_SUFFIX = ".head"
 #: every file a SQLite ledger keeps beside itself (besides the folder
 #: :data:`LEASES_SUFFIX` names): a command writing a file refuses these names
 SIDE_SUFFIXES = (*SQLITE_SIDES, LOCK_SUFFIX, HEAD_SUFFIX)
+
+#: what each side file is, in words (:func:`side_file_of`)
+_SIDE_ROLES = {
+    "-wal": "SQLite's write-ahead log",
+    "-shm": "SQLite's shared-memory index",
+    "-journal": "SQLite's rollback journal",
+    LOCK_SUFFIX: "the write-lock file",
+    HEAD_SUFFIX: "the sealed head anchor",
+    LEASES_SUFFIX: "the folder of lease files",
+}
+
+
+def side_file_of(path: str) -> tuple[str, str] | None:
+    """``(ledger, what the file is)`` when `path` names a file a SQLite ledger that
+    exists keeps beside itself (its ``-wal``, ``.lock``, ``.head``, its ``.leases/``
+    folder or a file in it), else None. ``--db L.db.lock`` made the lock file a ledger
+    (session 41): a ledger is never opened, nor made, in one of these names."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    if folder.endswith(LEASES_SUFFIX) and os.path.isfile(folder[: -len(LEASES_SUFFIX)]):
+        return folder[: -len(LEASES_SUFFIX)], "a lease file"
+    for suffix, role in _SIDE_ROLES.items():
+        if path.endswith(suffix) and os.path.isfile(path[: -len(suffix)]):
+            return path[: -len(suffix)], role
+    return None
+
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"

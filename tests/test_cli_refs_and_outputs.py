@@ -1,0 +1,78 @@
+"""Session 41 (helper cli6): a reference of the wrong kind is named as what it is, and
+every file a command writes (OUT) is checked one way, before anything is read or made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from ctxledger.cli.main import cli
+from ctxledger.demo.synth import SessionSynth
+from ctxledger.errors import UnknownSession
+from ctxledger.ledger.facade import Ledger
+
+
+def run(db: Path, *args: str, input: str | None = None) -> click.testing.Result:
+    return CliRunner().invoke(cli, ["--db", str(db), *args], input=input, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, str]:
+    """(ledger, the root session, its compaction, the continuation) of one imported,
+    compressed conversation."""
+    folder = tmp_path_factory.mktemp("compacted")
+    synth = SessionSynth(5, big_outputs=False)
+    messages = [{"role": "system", "content": synth.system_prompt()}]
+    for turn in synth.turns(14):
+        messages += turn
+    path = folder / "conv.jsonl"
+    path.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
+    db = folder / "l.db"
+    result = run(db, "import", str(path), "--context-length", "16000", "--model", "m")
+    sid = result.output.strip().splitlines()[-1]
+    assert run(db, "compress", sid).exit_code == 0
+    with Ledger.open(db) as ledger:
+        (cid,) = ledger.chains.state.compacted
+        tip = ledger.tip(sid)
+    return db, sid, cid, tip
+
+
+@pytest.mark.parametrize("command", ["show", "usage", "chain", "export", "compress", "pin"])
+@pytest.mark.parametrize("given", ["whole", "prefix"])
+def test_a_compaction_id_given_for_a_session_is_named_as_one(
+    compacted: tuple[Path, str, str, str], command: str, given: str
+) -> None:
+    """`show cmp_…` said "no session"; it now says the id is a compaction, which commands
+    take it, and the session it started (whose view is the one it made)."""
+    db, sid, cid, tip = compacted
+    before = db.read_bytes()
+    ref = cid if given == "whole" else cid[:-2]
+    extra = ["1"] if command == "pin" else []
+    result = run(db, command, ref, *extra)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line == (
+        f"error: {cid} is a compaction (of session {sid} into {tip}), not a session: "
+        f"`ctxledger expand {cid}` shows the messages it summarized, `ctxledger diff {cid}` "
+        f"the view it replaced beside the one it made; `ctxledger show {tip}` shows the "
+        "session it started"
+    )
+    assert result.stdout == "" and db.read_bytes() == before
+
+
+def test_a_prefix_of_compaction_ids_only_says_so(compacted: tuple[Path, str, str, str]) -> None:
+    db, _sid, cid, _tip = compacted
+    with Ledger.open(db) as ledger:
+        state = ledger.chains.state
+        state.compacted[cid[:-1] + "~"] = state.compacted[cid]  # (a second, in memory)
+        with pytest.raises(UnknownSession, match=r"it begins 2 compaction ids; `ctxledger"):
+            ledger.resolve(cid[:4])
+    missing = run(db, "show", "nothing-like-it")
+    assert missing.exit_code == 2
+    assert (
+        missing.stderr == "error: no session 'nothing-like-it'; `ctxledger sessions` lists them\n"
+    )

@@ -76,3 +76,56 @@ def test_a_prefix_of_compaction_ids_only_says_so(compacted: tuple[Path, str, str
     assert (
         missing.stderr == "error: no session 'nothing-like-it'; `ctxledger sessions` lists them\n"
     )
+
+
+def _hermes_like_db(path: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("stdin", "args", "said"),
+    [
+        (
+            "hello",
+            [],
+            "error: stdin:1: cannot tell the format (not JSON: JSON is malformed: invalid "
+            "character (byte 0)); pass --format, one of: openai, anthropic, hermes-db, "
+            "claude-code, codex, sharegpt",
+        ),
+        (
+            "[]",
+            ["--format", "foo"],
+            "error: unknown import format 'foo'; expected one of: openai, anthropic, "
+            "hermes-db, claude-code, codex, sharegpt",
+        ),
+        ("[]", ["--format", "Hermes_DB"], "error: the Hermes_DB format is read from a file, not from text"),
+        ("[]", ["--format", "hermes-db"], "error: the hermes-db format is read from a file, not from text"),
+    ],
+)  # fmt: skip
+def test_import_names_formats_as_the_user_types_them(
+    tmp_path: Path, stdin: str, args: list[str], said: str
+) -> None:
+    """The messages spelled `hermes_db`, `claude_code` (the registry's keys) where the
+    help and the user write `hermes-db`, `claude-code`."""
+    db = tmp_path / "l.db"
+    result = run(db, "import", "-", *args, input=stdin)
+    assert result.exit_code == 2 and result.stderr == said + "\n", result.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("fmt", ["claude-code", " codex "])
+def test_a_sqlite_file_imported_as_a_text_format_says_what_it_is(tmp_path: Path, fmt: str) -> None:
+    """It said "not UTF-8 text (invalid start byte at byte 31)"."""
+    source, db = tmp_path / "state.db", tmp_path / "l.db"
+    _hermes_like_db(source)
+    result = run(db, "import", str(source), "--format", fmt)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {source}: a SQLite database, which the {fmt.strip()} format does not read "
+        "(it reads text); a Hermes state.db is hermes-db, or give no format\n"
+    )
+    assert not db.exists()

@@ -129,3 +129,82 @@ def test_a_sqlite_file_imported_as_a_text_format_says_what_it_is(tmp_path: Path,
         "(it reads text); a Hermes state.db is hermes-db, or give no format\n"
     )
     assert not db.exists()
+
+
+def _writers(db: Path, sid: str, out: str) -> dict[str, list[str]]:
+    """Every command that writes a file, writing `out`."""
+    records = db.parent / "in.jsonl"
+    if not records.exists():
+        turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
+        records.write_text(json.dumps({"id": "r", "conversations": turns}) + "\n")
+    return {
+        "export": ["export", sid, "--out", out],
+        "replay": ["replay", sid, "--summarizer", "offline", "--out", out],
+        "trajectories": ["trajectories", "compress", str(records), out],
+    }
+
+
+def _files(folder: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("command", ["export", "replay", "trajectories"])
+@pytest.mark.parametrize(
+    ("out", "said"),
+    [
+        ("nowhere/x.out", "the folder {folder}/nowhere does not exist (create it first; no folder is made"),
+        ("in.jsonl/x.out", "{folder}/in.jsonl is a file, not a folder"),
+        ("l.db", "is the ledger or one of its files: give another file"),
+        ("l.db.head", "is the ledger or one of its files: give another file"),
+        ("-", "-: this command writes a file, not stdout; give a name"),
+    ],
+)  # fmt: skip
+def test_every_writing_command_checks_out_one_way(
+    compacted: tuple[Path, str, str, str], command: str, out: str, said: str
+) -> None:
+    """`replay --out a/b/x.db` made the folders a/b, `export --out a/b/x.json` refused
+    them: one check (cli/outpath.py) for every file a command writes, before it reads."""
+    db, sid, _cid, _tip = compacted
+    if out == "-" and command == "export":
+        return  # (stdout: test_cli's test_replay_out_is_never_a_ledger_file_…)
+    folder = db.parent
+    _writers(db, sid, "x")
+    before = _files(folder)
+    named = out if out == "-" else f"{folder}/{out}"
+    result = run(db, *_writers(db, sid, named)[command])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    option = "OUT" if command == "trajectories" else "--out"
+    assert line.startswith(f"error: {option} "), line
+    assert said.format(folder=folder) in line, line
+    assert result.stdout == "" and _files(folder) == before
+
+
+def test_trajectories_never_writes_its_metrics_over_the_ledger(
+    compacted: tuple[Path, str, str, str],
+) -> None:
+    """OUT `x.jsonl` writes `x.metrics.jsonl` and `x.report.json` beside it: a ledger of
+    either name was written over."""
+    db, sid, _cid, _tip = compacted
+    other = db.parent / "run.report.json"
+    Ledger.open(other).close()
+    before = other.read_bytes()
+    args = _writers(db, sid, str(db.parent / "run.jsonl"))["trajectories"]
+    result = CliRunner().invoke(cli, ["--db", str(other), *args])
+    assert result.exit_code == 2 and "is the ledger or one of its files" in result.stderr
+    assert other.read_bytes() == before and not (db.parent / "run.jsonl").exists()
+
+
+def test_replay_out_refuses_a_file_that_exists_before_reading(
+    compacted: tuple[Path, str, str, str],
+) -> None:
+    db, sid, _cid, _tip = compacted
+    taken = db.parent / "taken.db"
+    taken.write_text("mine")
+    result = run(db, "replay", sid, "--summarizer", "offline", "--out", str(taken))
+    assert result.exit_code == 2
+    assert result.stderr == f"error: --out {taken} already exists: give a new file name\n"
+    assert taken.read_text() == "mine"

@@ -29,10 +29,8 @@ from ctxledger.errors import (
     described,
 )
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.files import LEASES_SUFFIX, SIDE_SUFFIXES
 from ctxledger.eventstore.opening import (
     default_db_path,
-    is_url,
     open_for_reading,
     open_store,
     require_ledger_file,
@@ -224,35 +222,6 @@ def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
     checked too. Nothing is appended, so there is no head to seal on leaving."""
     with reading_store(target, option) as store:
         yield Ledger(store, config=resolve_config().config)
-
-
-def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
-    """Refuse `path`, a file a command is about to write (`option`), when it is the
-    ledger or one of its side files: ``export --out ledger.db`` replaced the ledger it
-    had just read with the JSON (session 40). A symlinked ledger keeps some side files
-    beside the link's name (``.lock``, ``.leases/``, ``.head``), others beside the
-    file's: both forms are refused, and a link of any kind to one that exists."""
-    if is_url(ledger):
-        return
-    if _names_a_ledger_file(os.path.abspath(path), os.path.realpath(path), ledger):
-        raise InvalidInput(
-            f"{option} {shown_path(path)} is the ledger or one of its files: give another file"
-        )
-
-
-def _names_a_ledger_file(absolute: str, real: str, ledger: str) -> bool:
-    ledger = os.path.expanduser(ledger)
-    for base in {os.path.abspath(ledger), os.path.realpath(ledger)}:
-        leases = os.path.join(base + LEASES_SUFFIX, "")
-        if any(p.startswith(leases) for p in (absolute, real)):
-            return True
-        for side in (base + s for s in ("", *SIDE_SUFFIXES)):
-            if side in (absolute, real):
-                return True
-            with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)
-                if os.path.samefile(real, side):
-                    return True
-    return False
 
 
 class FilePath(click.Path):

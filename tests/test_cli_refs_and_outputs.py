@@ -208,3 +208,37 @@ def test_replay_out_refuses_a_file_that_exists_before_reading(
     assert result.exit_code == 2
     assert result.stderr == f"error: --out {taken} already exists: give a new file name\n"
     assert taken.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["import", ""], "'FILE'"),
+        (["export", "s", "--out", ""], "'--out'"),
+        (["replay", "s", "--out", ""], "'--out'"),
+        (["config", "--config", ""], "'--config'"),
+        (["serve", "--token-file", ""], "'--token-file'"),
+        (["trajectories", "compress", "", "x"], "'IN_PATH'"),
+    ],
+)
+def test_an_empty_path_is_refused_as_empty(tmp_path: Path, args: list[str], option: str) -> None:
+    """An empty path was the working directory: `export --out ''` said "cannot write .",
+    `import ''` ".: not a regular file (a directory)"."""
+    result = run(tmp_path / "l.db", *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: Invalid value for {option}: the path is empty: give a file's path"
+    ), result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("head", ["", " ", "1_0:" + "a" * 64, "١:" + "a" * 64, "+1:" + "a" * 64])
+def test_an_empty_or_non_ascii_expected_head_is_refused(
+    compacted: tuple[Path, str, str, str], head: str
+) -> None:
+    """`verify --expect-head ""` checked nothing and exited 0 (a script's unset
+    `$HEAD`); `1_0:HASH` and `١:HASH` (Arabic-Indic 1) were read as seq 10 and 1."""
+    db, *_ = compacted
+    result = run(db, "verify", "--expect-head", head)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: --expect-head takes HASH or SEQ:HASH"), result.stderr

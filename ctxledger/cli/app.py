@@ -226,9 +226,13 @@ def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
 
 class FilePath(click.Path):
     """click's ``Path`` whose refusal shows a long name cut (:func:`shown_path`): a
-    5000-character name was printed whole (session 39)."""
+    5000-character name was printed whole (session 39); an empty one is refused (it
+    was taken as ``.``, the working directory: session 41)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str | bytes) and not value:  # ("" was ".": "cannot write .")
+            dash = " (or - for stdin)" if self.allow_dash and self.readable else ""
+            self.fail(f"the path is empty: give a file's path{dash}", param, ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:

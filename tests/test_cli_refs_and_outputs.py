@@ -242,3 +242,21 @@ def test_an_empty_or_non_ascii_expected_head_is_refused(
     result = run(db, "verify", "--expect-head", head)
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith("error: --expect-head takes HASH or SEQ:HASH"), result.stderr
+
+
+def test_a_file_whose_name_is_not_utf8_imports(tmp_path: Path) -> None:
+    """`import` of `m<0xff>.json` failed: "SessionStarted has a field of the wrong type
+    or value ('utf-8' codec can't encode character '\\udcff' …)": the session's source
+    is named after its file. The byte is stored as `\\xff`."""
+    import os
+
+    name = os.fsdecode(os.fsencode(tmp_path) + b"/m\xff.json")
+    Path(name).write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    db = tmp_path / "l.db"
+    result = run(db, "import", name)
+    assert result.exit_code == 0, result.output
+    sid = result.stdout.strip()
+    with Ledger.open(db) as ledger:
+        (started,) = [r.event for r in ledger.store.read_stream(sid)][:1]
+    assert started.source.startswith("openai:m\\xff.json"), started.source  # type: ignore[attr-defined]
+    assert run(db, "verify").exit_code == 0

@@ -55,7 +55,7 @@ def checked_out(
         refuse_ledger_file(target, ledger, option)
     named = f"{option} {shown_path(path)}"
     folder = os.path.dirname(os.path.abspath(path))
-    where = stat_of(folder, named)
+    where = stat_of(folder, option)
     if where is None:
         raise InvalidInput(
             f"{named}: the folder {shown_path(folder)} does not exist (create it first; "
@@ -67,7 +67,7 @@ def checked_out(
         with contextlib.suppress(OSError):
             if os.path.samefile(source, path):
                 raise InvalidInput(f"{named} is the file the command reads: give another file")
-    if new and stat_of(path, named) is not None:
+    if new and stat_of(path, option) is not None:
         raise InvalidInput(f"{named} already exists: give a new file name")
     return is_stream(path)
 

@@ -140,7 +140,8 @@ def refuse_unfit_path(text: str, option: str | None = None) -> None:
     there, or a regular file, passes; `option` names a second ledger (``--b-db``)."""
     if text in (":memory:", TEMPORARY):
         return
-    named = f"{option} {shown_path(text)}" if option else f"the ledger path {shown_path(text)}"
+    what = option or "the ledger path"
+    named = f"{what} {shown_path(text)}"
     side = side_file_of(text)
     if side is not None:
         ledger, what = side
@@ -148,7 +149,7 @@ def refuse_unfit_path(text: str, option: str | None = None) -> None:
             f"{named} is {what} of the ledger {shown_path(ledger)}, not a ledger: "
             f"give the ledger's own path ({shown_path(ledger)}); nothing was changed"
         )
-    found = stat_of(text, named)
+    found = stat_of(text, what)
     if found is None:
         if text.endswith(("/", os.sep)):  # (`--db L.db/` said "no ledger file" beside L.db)
             raise InvalidInput(

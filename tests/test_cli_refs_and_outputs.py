@@ -260,3 +260,29 @@ def test_a_file_whose_name_is_not_utf8_imports(tmp_path: Path) -> None:
         (started,) = [r.event for r in ledger.store.read_stream(sid)][:1]
     assert started.source.startswith("openai:m\\xff.json"), started.source  # type: ignore[attr-defined]
     assert run(db, "verify").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", "{big}"],
+        ["pin", "{sid}", "{big}"],
+        ["import", "-", "--format", "{big}"],
+        ["{big}"],
+        ["show", "{sid}", "--{big}"],
+    ],
+)
+def test_an_error_quoting_a_huge_argument_is_cut_in_the_middle(
+    compacted: tuple[Path, str, str, str], args: list[str]
+) -> None:
+    """Every "no session '…'" quoted a 100,000-character argument whole; the line now
+    keeps its start (what failed) and its end (what to do), and says what was cut."""
+    db, sid, _cid, _tip = compacted
+    big = "a" * 100_000
+    result = run(db, *(a.format(big=big, sid=sid) for a in args), input="[]")
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and len(line) < 2_100, len(line)
+    assert "characters cut] …" in line
+    if args == ["show", "{big}"]:
+        assert line.endswith("'; `ctxledger sessions` lists them")

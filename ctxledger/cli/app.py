@@ -327,7 +327,7 @@ class _UsageLine(click.ClickException):
 
 def _usage_line(exc: click.UsageError) -> _UsageLine:
     hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-    return _UsageLine(" ".join(exc.format_message().split()) + hint)
+    return _UsageLine(_cut_middle(" ".join(exc.format_message().split()) + hint))
 
 
 class LedgerGroup(click.Group):
@@ -488,7 +488,22 @@ def _one_line(exc: Exception) -> str:
     if "\n" in text:
         lines = (line.removesuffix("\r").strip(" \t") for line in text.split("\n"))
         text = " ".join(line for line in lines if line)
-    return inline(text)
+    return _cut_middle(inline(text))
+
+
+#: the longest error line printed whole; a longer one keeps its start and its end
+ERROR_LINE_MAX = 2_000
+
+
+def _cut_middle(text: str) -> str:
+    """`text` cut in the middle past :data:`ERROR_LINE_MAX` characters, saying how much
+    was cut: a 100,000-character argument was quoted whole by every "no session …"
+    (session 41). The start says what failed, the end what to do."""
+    if len(text) <= ERROR_LINE_MAX:
+        return text
+    head, tail = ERROR_LINE_MAX * 2 // 3, ERROR_LINE_MAX // 4
+    cut = len(text) - head - tail
+    return f"{text[:head]}… [{cut:,} characters cut] …{text[-tail:]}"
 
 
 def state_of(ctx: click.Context) -> State:

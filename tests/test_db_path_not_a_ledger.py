@@ -346,6 +346,43 @@ def test_a_side_file_name_is_a_ledger_of_its_own_when_no_ledger_owns_it(tmp_path
         ledger.start_session(model="m", context_length=9000)
 
 
+@pytest.mark.parametrize(
+    ("base", "copy"),
+    [
+        ("text", "notes.head"),  # the file the name points at is no database
+        ("ledger", "proj-journal"),  # the named file is a database itself
+        ("text", "run.leases/l.db"),
+    ],
+)
+def test_a_ledger_in_a_side_file_s_name_opens_when_it_is_one(
+    tmp_path: Path, base: str, copy: str
+) -> None:
+    """Review of session 41: a name was a side file whenever some regular file had the
+    name minus the suffix, so a real ledger copied to `notes.head` beside a text file
+    `notes` was refused by every command and by Ledger.open. Now the base must be a
+    SQLite file and the named one must not be."""
+    (tmp_path / "src").mkdir()
+    ledger_file = _demo_ledger(tmp_path / "src")
+    target = tmp_path / copy
+    owner = tmp_path / copy.split("/")[0].removesuffix(".head").removesuffix("-journal")
+    owner = owner.with_suffix("") if owner.name.endswith(".leases") else owner
+    target.parent.mkdir(exist_ok=True)
+    if base == "text":
+        owner.write_text("my notes\n")
+    else:
+        owner.write_bytes(ledger_file.read_bytes())
+    target.write_bytes(ledger_file.read_bytes())
+    for args in (["sessions", "--json"], ["verify"]):
+        result = CliRunner().invoke(cli, ["--db", str(target), *args])
+        assert result.exit_code == 0, result.output
+    assert (
+        len(json.loads(CliRunner().invoke(cli, ["--db", str(target), "sessions", "--json"]).output))
+        == 1
+    )
+    with Ledger.open(target) as ledger:
+        assert len(ledger.sessions()) == 1
+
+
 def test_a_ledger_this_user_cannot_read_says_so(place: Path) -> None:
     """It said "could not open the ledger read-only …: unable to open database file"."""
     db = _demo_ledger(place)

@@ -198,6 +198,24 @@ def test_trajectories_never_writes_its_metrics_over_the_ledger(
     assert other.read_bytes() == before and not (db.parent / "run.jsonl").exists()
 
 
+@pytest.mark.parametrize("written", ["run.metrics.jsonl", "run.report.json"])
+def test_trajectories_never_writes_beside_out_over_its_input(tmp_path: Path, written: str) -> None:
+    """Review of session 41: `trajectories compress run.metrics.jsonl run.jsonl` wrote
+    its metrics over IN (the files beside OUT were checked against the ledger only)."""
+    records = tmp_path / written
+    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
+    records.write_text(json.dumps({"id": "r", "conversations": turns}) + "\n")
+    before = _files(tmp_path)
+    out = tmp_path / "run.jsonl"
+    result = run(tmp_path / "l.db", "trajectories", "compress", str(records), str(out))
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: OUT {out}: the command writes {records} beside it, the file it reads: "
+        "give another OUT\n"
+    )
+    assert _files(tmp_path) == before
+
+
 def test_replay_out_refuses_a_file_that_exists_before_reading(
     compacted: tuple[Path, str, str, str],
 ) -> None:

@@ -10,7 +10,8 @@ the same for every command (README, "Files written"):
   see, not a tree to find later.
 - OUT is never the ledger or one of its files (``-wal``, ``.head``, ``.leases/`` …, a
   link of any kind to one: ``export --out ledger.db`` replaced the ledger, session 40),
-  nor a file the command reads (``trajectories compress`` IN).
+  nor a file the command reads (``trajectories compress`` IN), nor are the files
+  written beside OUT.
 - ``-`` is stdout where the output is text (``export --out -``); elsewhere it is
   refused (a what-if ledger, a resumable OUT and its metrics are files).
 - What an existing OUT gets is the command's own: ``export`` replaces it,
@@ -46,7 +47,8 @@ def checked_out(
     """Check the file `path` a command is about to write (named `option` in messages),
     as the module says; `ledger` is the command's ledger (its files are refused), `new`
     refuses a file that exists, `reads` are files the command reads (refused as OUT),
-    `beside` the other files it writes next to OUT (checked against the ledger too).
+    `beside` the other files it writes next to OUT (checked against the ledger and
+    `reads` too).
     Returns whether OUT is a stream (a FIFO, ``/dev/null``: written, never read back).
     InvalidInput for every refusal; nothing is written here."""
     if str(path) == "-":  # (export takes "-" as stdout before it calls here)
@@ -64,12 +66,22 @@ def checked_out(
     if not stat.S_ISDIR(where.st_mode):
         raise InvalidInput(f"{named}: {shown_path(folder)} is a file, not a folder")
     for source in reads:
-        with contextlib.suppress(OSError):
-            if os.path.samefile(source, path):
-                raise InvalidInput(f"{named} is the file the command reads: give another file")
+        for target in (path, *beside):  # (IN named run.metrics.jsonl was written over)
+            with contextlib.suppress(OSError):
+                if os.path.samefile(source, target):
+                    raise InvalidInput(_is_read(named, path, target))
     if new and stat_of(path, option) is not None:
         raise InvalidInput(f"{named} already exists: give a new file name")
     return is_stream(path)
+
+
+def _is_read(named: str, path: Path, target: Path) -> str:
+    if target == path:
+        return f"{named} is the file the command reads: give another file"
+    return (
+        f"{named}: the command writes {shown_path(target)} beside it, the file it reads: "
+        "give another OUT"
+    )
 
 
 def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:

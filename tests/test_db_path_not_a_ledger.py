@@ -396,3 +396,22 @@ def test_a_ledger_this_user_cannot_read_says_so(place: Path) -> None:
     assert code == 1, output
     assert f"the ledger path {db} cannot be read by this user (the file is uid" in str(output)
     assert "mode 0000" in str(output)
+
+
+def test_migrate_to_is_checked_as_a_ledger_path_named_to(tmp_path: Path) -> None:
+    """Review of session 41: `migrate --to L.db.head` was refused as "the ledger path";
+    `--to` is a ledger target: refused as `--db` is, named `--to`, and a new one's
+    missing folders are made (README, "The ledger path")."""
+    db = _demo_ledger(tmp_path)
+    (tmp_path / "l.db.head").write_text("not an anchor\n")
+    before = _tree(tmp_path)
+    args = ["migrate", "--from", str(db), "--to", str(tmp_path / "l.db.head")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --to {tmp_path / 'l.db.head'} is the sealed head")
+    assert _tree(tmp_path) == before
+    deep = tmp_path / "new" / "a" / "m.db"
+    result = CliRunner().invoke(cli, ["migrate", "--from", str(db), "--to", str(deep)])
+    assert result.exit_code == 0, result.output
+    with Ledger.open(deep, existing=True) as ledger:
+        assert len(ledger.sessions()) == 1

@@ -415,3 +415,42 @@ def test_migrate_to_is_checked_as_a_ledger_path_named_to(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     with Ledger.open(deep, existing=True) as ledger:
         assert len(ledger.sessions()) == 1
+
+
+def test_a_user_s_own_unreadable_ledger_says_chmod(place: Path) -> None:
+    """Review of session 41: a user's own mode-0200 ledger was told "run as its owner"."""
+    db = _demo_ledger(place)
+    os.chmod(db, 0o200)
+    if os.geteuid() == 0:
+        os.chown(db, 65534, 65534)
+
+    def run() -> list[object]:
+        result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
+        return [result.exit_code, result.output]
+
+    code, output = unprivileged(run)  # type: ignore[misc]
+    assert code == 1, output
+    assert f"cannot be read by this user, its owner (mode 0200): chmod u+r {db}" in str(output)
+
+
+def test_a_ledger_in_a_folder_this_user_cannot_search_is_exit_1(place: Path) -> None:
+    """Review of session 41: a folder on the way this user may not search was exit 2
+    (stat_of's name error) where the README says rights problems are exit 1."""
+    (place / "shut").mkdir()
+    db = _demo_ledger(place / "shut")
+    os.chmod(place / "shut", 0o000)
+
+    message = json.dumps([{"role": "user", "content": "hi"}])
+    commands = (["sessions"], ["import", "-", "--format", "openai"])
+
+    def run() -> list[object]:
+        results = [CliRunner().invoke(cli, ["--db", str(db), *a], input=message) for a in commands]
+        return [[r.exit_code for r in results], [r.output for r in results]]
+
+    try:
+        codes, outputs = unprivileged(run)  # type: ignore[misc]
+    finally:
+        os.chmod(place / "shut", 0o700)
+    assert codes == [1, 1], outputs
+    for output in outputs:  # type: ignore[attr-defined]
+        assert f"the ledger path {db} cannot be reached by this user (Permission denied)" in output

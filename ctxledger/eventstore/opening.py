@@ -149,7 +149,7 @@ def refuse_unfit_path(text: str, option: str | None = None) -> None:
             f"{named} is {what} of the ledger {shown_path(ledger)}, not a ledger: "
             f"give the ledger's own path ({shown_path(ledger)}); nothing was changed"
         )
-    found = stat_of(text, what)
+    found = _stat_within_rights(text, what, named)
     if found is None:
         if text.endswith(("/", os.sep)):  # (`--db L.db/` said "no ledger file" beside L.db)
             raise InvalidInput(
@@ -167,10 +167,32 @@ def refuse_unfit_path(text: str, option: str | None = None) -> None:
             f"{named} is {file_kind(found.st_mode)}, not a ledger file; nothing was changed"
         )
     if not os.access(text, os.R_OK):
+        mode = stat.S_IMODE(found.st_mode)
+        if found.st_uid == os.geteuid():  # (a user's own 0200 file was told to run as its owner)
+            raise StoreError(
+                f"{named} cannot be read by this user, its owner (mode {mode:04o}): "
+                f"chmod u+r {shown_path(text)}"
+            )
         raise StoreError(
             f"{named} cannot be read by this user (the file is uid {found.st_uid}'s, mode "
-            f"{stat.S_IMODE(found.st_mode):04o}): run as its owner or ask them for read access"
+            f"{mode:04o}): run as its owner or ask them for read access"
         )
+
+
+def _stat_within_rights(text: str, what: str, named: str) -> os.stat_result | None:
+    """:func:`stat_of` of the ledger path, but a folder on its way this user may not
+    search is a matter of rights (StoreError, exit 1, as the unreadable file is), not of
+    the name: it was InvalidInput, exit 2."""
+    try:
+        os.stat(text)
+    except PermissionError as exc:
+        raise StoreError(
+            f"{named} cannot be reached by this user ({exc.strerror}): a folder on its way "
+            "may not be searched; run as its owner or ask them for access"
+        ) from None
+    except (OSError, ValueError):
+        pass  # (stat_of names the rest)
+    return stat_of(text, what)
 
 
 def _is_file(text: str) -> bool:

@@ -289,11 +289,13 @@ def open_store(
     match = _SCHEME.match(text)
     if match is None:
         _refuse_collapsed_url(text)
-        refuse_unfit_path(text, existing if isinstance(existing, str) else None)
-        if existing:  # (a missing file is refused, not created)
-            require_ledger_file(text, existing if isinstance(existing, str) else None)
+        option = existing if isinstance(existing, str) else None
+        if existing:  # (a missing file is refused, not created; it checks the path too)
+            require_ledger_file(text, option)
             if not read_only and os.path.getsize(text) == 0:
                 raise unmade_ledger(text, "an empty file", "; the read commands read it as empty")
+        else:
+            refuse_unfit_path(text, option)
         must_hold = bool(existing) and not read_only  # (a table-less database: the store's peek)
         return SQLiteEventStore(
             text, durability=durability, read_only=read_only, existing=must_hold, **options

@@ -306,3 +306,17 @@ def test_an_error_quoting_a_huge_argument_is_cut_in_the_middle(
     assert "characters cut] …" in line
     if args == ["show", "{big}"]:
         assert line.endswith("'; `ctxledger sessions` lists them")
+
+
+def test_a_cut_error_line_splits_no_escape(compacted: tuple[Path, str, str, str]) -> None:
+    """Review of session 41: the line was cut after its control characters were escaped,
+    so a cut could leave half of a `\\x1b`. Cut first, then escape."""
+    db, _sid, _cid, _tip = compacted
+    for size in range(5_000, 5_004):  # (every cut position modulo an escape's length)
+        result = run(db, "show", "\x1b" * size)
+        assert result.exit_code == 2
+        (line,) = result.stderr.splitlines()
+        head, tail = line.split(" characters cut] …")
+        for part in (head.rsplit("… [", 1)[0], tail):
+            rest = part.replace("\\x1b", "")
+            assert "\\" not in rest and "x1" not in rest and not rest.startswith(("1b", "b")), part

@@ -488,7 +488,7 @@ def _one_line(exc: Exception) -> str:
     if "\n" in text:
         lines = (line.removesuffix("\r").strip(" \t") for line in text.split("\n"))
         text = " ".join(line for line in lines if line)
-    return _cut_middle(inline(text))
+    return inline(_cut_middle(text))  # (cut first: a cut could split an escape like \x1b)
 
 
 #: the longest error line printed whole; a longer one keeps its start and its end
@@ -501,9 +501,21 @@ def _cut_middle(text: str) -> str:
     (session 41). The start says what failed, the end what to do."""
     if len(text) <= ERROR_LINE_MAX:
         return text
-    head, tail = ERROR_LINE_MAX * 2 // 3, ERROR_LINE_MAX // 4
-    cut = len(text) - head - tail
-    return f"{text[:head]}… [{cut:,} characters cut] …{text[-tail:]}"
+    head = _escape_start(text, ERROR_LINE_MAX * 2 // 3)
+    tail = _escape_start(text, len(text) - ERROR_LINE_MAX // 4)
+    return f"{text[:head]}… [{tail - head:,} characters cut] …{text[tail:]}"
+
+
+def _escape_start(text: str, at: int) -> int:
+    """`at`, moved back to the start of a run of backslashes that ends within the 9
+    characters before it: an error quoting a ref with ``!r`` holds escapes (``\\x1b``,
+    ``\\U0001f600``), and a cut there left half of one (review of session 41)."""
+    near = text.rfind("\\", max(at - 9, 0), at)
+    if near < 0:
+        return at
+    while near > 0 and text[near - 1] == "\\":
+        near -= 1
+    return near
 
 
 def state_of(ctx: click.Context) -> State:

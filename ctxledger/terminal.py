@@ -90,7 +90,7 @@ class PlainConsole(Console):
     """A console that never interprets data: no markup, no control sequences.
 
     Every string it renders (``print`` arguments, table cells, progress labels) goes
-    through :func:`inline` with markup off, so it stays on its line; multi-line data is
+    through :func:`inline` with markup and emoji codes (``:smile:``) off, so it stays on its line; multi-line data is
     printed as a :func:`block`. Styling is applied only through :func:`styled` ``Text``
     objects built by the CLI itself.
     """
@@ -102,6 +102,7 @@ class PlainConsole(Console):
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         kwargs["markup"] = False
+        kwargs["emoji"] = False  # (`:smile:` in a message was printed as 😄 by `recall`)
         return super().render_str(inline(text), **kwargs)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:

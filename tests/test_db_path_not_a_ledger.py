@@ -21,6 +21,9 @@ from click.testing import CliRunner
 from ctxledger import Ledger
 from ctxledger.cli.main import cli
 from ctxledger.errors import IntegrityError, InvalidInput
+from tests.test_read_only_ledger import place, unprivileged
+
+__all__ = ["place"]  # (the fixture, used here)
 
 
 def _mode(path: Path) -> int:
@@ -269,3 +272,185 @@ def test_an_existing_open_of_an_empty_or_foreign_file_is_refused_and_changes_not
     for args in (["sessions", "--json"], ["verify"], ["show", "x"], ["pin", "x", "1"]):
         CliRunner().invoke(cli, ["--db", str(empty), *args])
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def _demo_ledger(folder: Path) -> Path:
+    db = folder / "l.db"
+    with Ledger.open(db) as ledger:
+        sid = ledger.start_session(model="m", context_length=9000)
+        ledger.append_messages(sid, [{"role": "user", "content": "hi"}])
+    return db
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("dir", "is a directory, not a ledger file: give a file's path (such as "),
+        ("/dev/null", "is a character device, not a ledger file"),
+        ("l.db-wal", "is SQLite's write-ahead log of the ledger "),
+        ("l.db-shm", "is SQLite's shared-memory index of the ledger "),
+        ("l.db-journal", "is SQLite's rollback journal of the ledger "),
+        ("l.db.lock", "is the write-lock file of the ledger "),
+        ("l.db.head", "is the sealed head anchor of the ledger "),
+        ("l.db.leases", "is the folder of lease files of the ledger "),
+        ("l.db.leases/x", "is a lease file of the ledger "),
+        ("l.db/", "ends with '/', a folder's name: give a file's path"),
+        ("ftp://h/l", "unknown ledger URL scheme 'ftp'"),
+        ("", "the ledger path is empty"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command", [["sessions"], ["verify"], ["show", "x"], ["import", "-", "--format", "openai"]]
+)
+def test_every_wrong_db_is_one_clear_line_and_changes_nothing(
+    tmp_path: Path, name: str, said: str, command: list[str]
+) -> None:
+    """Session 41: `--db /tmp` said "no ledger file" (it is a directory), and `--db
+    L.db.lock` made the ledger's lock file a ledger of its own (`import`, `demo`) or read
+    it as an empty one (`sessions`: "no sessions"). Each wrong --db is refused before
+    anything is made, by a command that reads and by one that writes."""
+    (tmp_path / "dir").mkdir()
+    _demo_ledger(tmp_path)
+    before = _tree(tmp_path)
+    db = name if name in ("/dev/null", "ftp://h/l", "") else f"{tmp_path}/{name}"
+    message = json.dumps([{"role": "user", "content": "hi"}])
+    result = CliRunner().invoke(cli, ["--db", db, *command], input=message)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ") and said in line, line
+    if "of the ledger" in said:
+        assert f"give the ledger's own path ({tmp_path / 'l.db'})" in line
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("name", ["l.db-wal", "l.db.lock", "l.db.head", "l.db.leases/x"])
+def test_the_library_opens_no_ledger_in_a_side_file_s_name(tmp_path: Path, name: str) -> None:
+    _demo_ledger(tmp_path)
+    before = _tree(tmp_path)
+    with pytest.raises(InvalidInput, match=r"of the ledger .*give the ledger's own path"):
+        Ledger.open(tmp_path / name)
+    assert _tree(tmp_path) == before
+
+
+def test_a_side_file_name_is_a_ledger_of_its_own_when_no_ledger_owns_it(tmp_path: Path) -> None:
+    """Only the name of a side file of a ledger that exists is refused: `notes.head`
+    with no `notes` beside it is a name like any other."""
+    with Ledger.open(tmp_path / "notes.head") as ledger:
+        ledger.start_session(model="m", context_length=9000)
+
+
+@pytest.mark.parametrize(
+    ("base", "copy"),
+    [
+        ("text", "notes.head"),  # the file the name points at is no database
+        ("ledger", "proj-journal"),  # the named file is a database itself
+        ("text", "run.leases/l.db"),
+    ],
+)
+def test_a_ledger_in_a_side_file_s_name_opens_when_it_is_one(
+    tmp_path: Path, base: str, copy: str
+) -> None:
+    """Review of session 41: a name was a side file whenever some regular file had the
+    name minus the suffix, so a real ledger copied to `notes.head` beside a text file
+    `notes` was refused by every command and by Ledger.open. Now the base must be a
+    SQLite file and the named one must not be."""
+    (tmp_path / "src").mkdir()
+    ledger_file = _demo_ledger(tmp_path / "src")
+    target = tmp_path / copy
+    owner = tmp_path / copy.split("/")[0].removesuffix(".head").removesuffix("-journal")
+    owner = owner.with_suffix("") if owner.name.endswith(".leases") else owner
+    target.parent.mkdir(exist_ok=True)
+    if base == "text":
+        owner.write_text("my notes\n")
+    else:
+        owner.write_bytes(ledger_file.read_bytes())
+    target.write_bytes(ledger_file.read_bytes())
+    for args in (["sessions", "--json"], ["verify"]):
+        result = CliRunner().invoke(cli, ["--db", str(target), *args])
+        assert result.exit_code == 0, result.output
+    assert (
+        len(json.loads(CliRunner().invoke(cli, ["--db", str(target), "sessions", "--json"]).output))
+        == 1
+    )
+    with Ledger.open(target) as ledger:
+        assert len(ledger.sessions()) == 1
+
+
+def test_a_ledger_this_user_cannot_read_says_so(place: Path) -> None:
+    """It said "could not open the ledger read-only …: unable to open database file"."""
+    db = _demo_ledger(place)
+    os.chmod(db, 0o000)
+
+    def run() -> list[object]:
+        result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
+        return [result.exit_code, result.output]
+
+    code, output = unprivileged(run)  # type: ignore[misc]
+    assert code == 1, output
+    assert f"the ledger path {db} cannot be read by this user (the file is uid" in str(output)
+    assert "mode 0000" in str(output)
+
+
+def test_migrate_to_is_checked_as_a_ledger_path_named_to(tmp_path: Path) -> None:
+    """Review of session 41: `migrate --to L.db.head` was refused as "the ledger path";
+    `--to` is a ledger target: refused as `--db` is, named `--to`, and a new one's
+    missing folders are made (README, "The ledger path")."""
+    db = _demo_ledger(tmp_path)
+    (tmp_path / "l.db.head").write_text("not an anchor\n")
+    before = _tree(tmp_path)
+    args = ["migrate", "--from", str(db), "--to", str(tmp_path / "l.db.head")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --to {tmp_path / 'l.db.head'} is the sealed head")
+    assert _tree(tmp_path) == before
+    deep = tmp_path / "new" / "a" / "m.db"
+    result = CliRunner().invoke(cli, ["migrate", "--from", str(db), "--to", str(deep)])
+    assert result.exit_code == 0, result.output
+    with Ledger.open(deep, existing=True) as ledger:
+        assert len(ledger.sessions()) == 1
+
+
+def test_a_user_s_own_unreadable_ledger_says_chmod(place: Path) -> None:
+    """Review of session 41: a user's own mode-0200 ledger was told "run as its owner"."""
+    db = _demo_ledger(place)
+    os.chmod(db, 0o200)
+    if os.geteuid() == 0:
+        os.chown(db, 65534, 65534)
+
+    def run() -> list[object]:
+        result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
+        return [result.exit_code, result.output]
+
+    code, output = unprivileged(run)  # type: ignore[misc]
+    assert code == 1, output
+    assert f"cannot be read by this user, its owner (mode 0200): chmod u+r {db}" in str(output)
+
+
+def test_a_ledger_in_a_folder_this_user_cannot_search_is_exit_1(place: Path) -> None:
+    """Review of session 41: a folder on the way this user may not search was exit 2
+    (stat_of's name error) where the README says rights problems are exit 1."""
+    (place / "shut").mkdir()
+    db = _demo_ledger(place / "shut")
+    os.chmod(place / "shut", 0o000)
+
+    message = json.dumps([{"role": "user", "content": "hi"}])
+    commands = (["sessions"], ["import", "-", "--format", "openai"])
+
+    def run() -> list[object]:
+        results = [CliRunner().invoke(cli, ["--db", str(db), *a], input=message) for a in commands]
+        return [[r.exit_code for r in results], [r.output for r in results]]
+
+    try:
+        codes, outputs = unprivileged(run)  # type: ignore[misc]
+    finally:
+        os.chmod(place / "shut", 0o700)
+    assert codes == [1, 1], outputs
+    for output in outputs:  # type: ignore[attr-defined]
+        assert f"the ledger path {db} cannot be reached by this user (Permission denied)" in output

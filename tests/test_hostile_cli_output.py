@@ -21,7 +21,8 @@ from ctxledger.cli.main import cli
 OSC_TITLE = "\x1b]0;pwned\x07"
 CSI_RED = "\x1b[31m"
 C1_CSI = "\x9b32m"
-MARKUP = "[bold]x[/italic] [/] [link=https://evil.example]click[/link]"
+#: (":smile:" is a rich emoji code: `recall` printed it as 😄 until session 41)
+MARKUP = "[bold]x[/italic] [/] [link=https://evil.example]click[/link] :smile:"
 MODEL = "gpt-[/]-[bold]m[/italic]" + CSI_RED
 CALL_ID = "call_[/]" + OSC_TITLE
 TOOL_NAME = "run[/]tool"
@@ -108,6 +109,15 @@ def test_data_is_printed_as_plain_text(name: str, ledger: tuple[Path, str, str, 
     db, root, tip, cmp = ledger
     out = assert_plain(run(db, *COMMANDS[name](root, tip, cmp)))
     assert out.strip()
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_no_emoji_code_in_data_is_replaced(name: str, ledger: tuple[Path, str, str, str]) -> None:
+    db, root, tip, cmp = ledger
+    out = run(db, *COMMANDS[name](root, tip, cmp)).output
+    assert "\N{SMILING FACE WITH OPEN MOUTH AND SMILING EYES}" not in out
+    if name in ("recall", "show", "expand"):
+        assert ":smile:" in out
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

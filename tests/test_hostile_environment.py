@@ -46,13 +46,15 @@ def test_a_ledger_name_over_the_limit(folder: Path) -> None:
     before = _files(folder)
     output = _one_line_error(CliRunner().invoke(cli, ["--db", "x" * 5000, "sessions"]), 2)
     assert "cannot be used: File name too long" in output
-    output = _one_line_error(CliRunner().invoke(cli, ["--db", "x" * 5000, "import", "a.jsonl"]), 1)
-    assert "cannot create the ledger" in output and "File name too long" in output
+    # (session 41: a writing command checks the name as a reading one does, first: it
+    # said "cannot create the ledger …", exit 1)
+    output = _one_line_error(CliRunner().invoke(cli, ["--db", "x" * 5000, "import", "a.jsonl"]), 2)
+    assert "cannot be used: File name too long" in output
     assert _files(folder) == before
 
 
 def test_a_ledger_path_of_thousands_of_folders(folder: Path) -> None:
-    deep = "d/" * 3000 + "l.db"
+    deep = "d/" * 1500 + "l.db"  # (short enough for the name check: files.py's makedirs)
     output = _one_line_error(CliRunner().invoke(cli, ["--db", deep, "import", "a.jsonl"]), 1)
     assert "the path names too many folders" in output
     assert not (folder / "d").exists()

@@ -29,10 +29,8 @@ from ctxledger.errors import (
     described,
 )
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.files import LEASES_SUFFIX, SIDE_SUFFIXES
 from ctxledger.eventstore.opening import (
     default_db_path,
-    is_url,
     open_for_reading,
     open_store,
     require_ledger_file,
@@ -226,40 +224,15 @@ def reading_ledger(target: str, option: str) -> Iterator[Ledger]:
         yield Ledger(store, config=resolve_config().config)
 
 
-def refuse_ledger_file(path: Path, ledger: str, option: str) -> None:
-    """Refuse `path`, a file a command is about to write (`option`), when it is the
-    ledger or one of its side files: ``export --out ledger.db`` replaced the ledger it
-    had just read with the JSON (session 40). A symlinked ledger keeps some side files
-    beside the link's name (``.lock``, ``.leases/``, ``.head``), others beside the
-    file's: both forms are refused, and a link of any kind to one that exists."""
-    if is_url(ledger):
-        return
-    if _names_a_ledger_file(os.path.abspath(path), os.path.realpath(path), ledger):
-        raise InvalidInput(
-            f"{option} {shown_path(path)} is the ledger or one of its files: give another file"
-        )
-
-
-def _names_a_ledger_file(absolute: str, real: str, ledger: str) -> bool:
-    ledger = os.path.expanduser(ledger)
-    for base in {os.path.abspath(ledger), os.path.realpath(ledger)}:
-        leases = os.path.join(base + LEASES_SUFFIX, "")
-        if any(p.startswith(leases) for p in (absolute, real)):
-            return True
-        for side in (base + s for s in ("", *SIDE_SUFFIXES)):
-            if side in (absolute, real):
-                return True
-            with contextlib.suppress(OSError):  # (a hard link, or a name that differs in case)
-                if os.path.samefile(real, side):
-                    return True
-    return False
-
-
 class FilePath(click.Path):
     """click's ``Path`` whose refusal shows a long name cut (:func:`shown_path`): a
-    5000-character name was printed whole (session 39)."""
+    5000-character name was printed whole (session 39); an empty one is refused (it
+    was taken as ``.``, the working directory: session 41)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str | bytes) and not value:  # ("" was ".": "cannot write .")
+            dash = " (or - for stdin)" if self.allow_dash and self.readable else ""
+            self.fail(f"the path is empty: give a file's path{dash}", param, ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:
@@ -354,7 +327,7 @@ class _UsageLine(click.ClickException):
 
 def _usage_line(exc: click.UsageError) -> _UsageLine:
     hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-    return _UsageLine(" ".join(exc.format_message().split()) + hint)
+    return _UsageLine(_cut_middle(" ".join(exc.format_message().split()) + hint))
 
 
 class LedgerGroup(click.Group):
@@ -515,7 +488,34 @@ def _one_line(exc: Exception) -> str:
     if "\n" in text:
         lines = (line.removesuffix("\r").strip(" \t") for line in text.split("\n"))
         text = " ".join(line for line in lines if line)
-    return inline(text)
+    return inline(_cut_middle(text))  # (cut first: a cut could split an escape like \x1b)
+
+
+#: the longest error line printed whole; a longer one keeps its start and its end
+ERROR_LINE_MAX = 2_000
+
+
+def _cut_middle(text: str) -> str:
+    """`text` cut in the middle past :data:`ERROR_LINE_MAX` characters, saying how much
+    was cut: a 100,000-character argument was quoted whole by every "no session …"
+    (session 41). The start says what failed, the end what to do."""
+    if len(text) <= ERROR_LINE_MAX:
+        return text
+    head = _escape_start(text, ERROR_LINE_MAX * 2 // 3)
+    tail = _escape_start(text, len(text) - ERROR_LINE_MAX // 4)
+    return f"{text[:head]}… [{tail - head:,} characters cut] …{text[tail:]}"
+
+
+def _escape_start(text: str, at: int) -> int:
+    """`at`, moved back to the start of a run of backslashes that ends within the 9
+    characters before it: an error quoting a ref with ``!r`` holds escapes (``\\x1b``,
+    ``\\U0001f600``), and a cut there left half of one (review of session 41)."""
+    near = text.rfind("\\", max(at - 9, 0), at)
+    if near < 0:
+        return at
+    while near > 0 and text[near - 1] == "\\":
+        near -= 1
+    return near
 
 
 def state_of(ctx: click.Context) -> State:

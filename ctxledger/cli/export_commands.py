@@ -24,14 +24,14 @@ from ctxledger.cli.app import (
     emit_json,
     handle_errors,
     json_text,
-    refuse_ledger_file,
     state_of,
     summarizer_option,
 )
+from ctxledger.cli.outpath import checked_out
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore.opening import is_url
 from ctxledger.importers.export import export_messages
-from ctxledger.inputfile import is_stream, shown_path
+from ctxledger.inputfile import shown_path
 from ctxledger.ledger.facade import Ledger
 
 
@@ -61,7 +61,7 @@ def export(ctx: click.Context, session: str, fmt: str, out_path: Path | None) ->
     if out_path is not None and str(out_path) == "-":  # (it wrote a file named "-")
         out_path = None
     if out_path is not None:
-        refuse_ledger_file(out_path, state_of(ctx).db, "--out")
+        checked_out(out_path, "--out", ledger=state_of(ctx).db)
     ledger = state_of(ctx).ledger(reads=True)
     ref, seq = ledger_ref(ledger, session)
     sid = ledger.resolve(ref)
@@ -226,15 +226,13 @@ def _record(
 
 def _checked_out(in_path: Path, out_path: Path, *, ledger: str, recording: bool) -> bool:
     """Whether OUT is a stream (a FIFO, /dev/null); InvalidInput when OUT cannot be
-    written as asked (IN itself, a missing folder, the ledger or one of its files,
-    however it was named: --db, $CTXLEDGER_DB, the default; when `recording`, an
-    explicit --db records the run: a stream)."""
-    refuse_ledger_file(out_path, ledger, "OUT")
-    if in_path.resolve() == out_path.resolve():
-        raise InvalidInput("OUT must differ from IN")
-    if not out_path.resolve().parent.is_dir():
-        raise InvalidInput(f"OUT's directory {out_path.resolve().parent} does not exist")
-    stream = is_stream(out_path)
+    written as asked (:func:`checked_out`: IN itself, a missing folder, the ledger or one
+    of its files however it was named, and so for the metrics and report beside OUT;
+    when `recording`, an explicit --db records the run: a stream)."""
+    from ctxledger.trajectories import metrics_path_for, report_path_for
+
+    beside = (metrics_path_for(out_path), report_path_for(out_path))
+    stream = checked_out(out_path, "OUT", ledger=ledger, reads=(in_path,), beside=beside)
     if stream and recording:
         raise InvalidInput(
             f"{out_path} is a FIFO or /dev/null: it cannot be read back to record its "

@@ -33,11 +33,11 @@ from ctxledger.cli.app import (
     json_option,
     note,
     quiet_option,
-    refuse_ledger_file,
     state_of,
     summarizer_option,
     warnings_printed,
 )
+from ctxledger.cli.outpath import checked_out
 from ctxledger.cli.progress import progress_bar, spinner
 from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.eventstore.opening import is_url, target_text
@@ -512,7 +512,7 @@ def replay(
     if loop is not None:
         loop = check_loop(loop)  # (before the ledger is opened)
     if out_path is not None:  # (`--out L.db.head` made a ledger in the anchor's name)
-        refuse_ledger_file(out_path, state_of(ctx).db, "--out")
+        checked_out(out_path, "--out", ledger=state_of(ctx).db, new=True)
     ledger = state_of(ctx).ledger(reads=True)
     sid = ledger.resolve(session)
     if any(x is not None for x in (config_path, summarizer_kind, out_path, loop)):

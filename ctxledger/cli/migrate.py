@@ -21,7 +21,7 @@ from ctxledger.cli.app import (
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import CtxLedgerError, InvalidInput, LedgerChanged
 from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_store
-from ctxledger.eventstore.opening import target_text
+from ctxledger.eventstore.opening import refuse_unfit_path, target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
 from ctxledger.ledger.derived import Backfill, backfill_derived
@@ -49,6 +49,8 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
         raise InvalidInput("--from and --to name the same ledger")
     if dest in UNPERSISTED:
         raise InvalidInput(f"--to {dest} keeps nothing once the command ends: give a file or URL")
+    if not is_url(dest):  # (its refusals named "the ledger path"; its folders are made)
+        refuse_unfit_path(target_text(dest), "--to")
     # a SQLite copy commits without fsync and is made durable when closed (the WAL is
     # checkpointed); over the network a durable commit costs little more. The source is
     # opened read-only where it cannot be written (an archive, another user's file)

@@ -40,6 +40,7 @@ __all__ = [
     "open_side_file",
     "open_side_folder",
     "open_side_lock",
+    "side_file_of",
     "side_folder",
 ]
 
@@ -57,6 +58,56 @@ HEAD_SUFFIX = ".head"
 #: every file a SQLite ledger keeps beside itself (besides the folder
 #: :data:`LEASES_SUFFIX` names): a command writing a file refuses these names
 SIDE_SUFFIXES = (*SQLITE_SIDES, LOCK_SUFFIX, HEAD_SUFFIX)
+
+#: what each side file is, in words (:func:`side_file_of`)
+_SIDE_ROLES = {
+    "-wal": "SQLite's write-ahead log",
+    "-shm": "SQLite's shared-memory index",
+    "-journal": "SQLite's rollback journal",
+    LOCK_SUFFIX: "the write-lock file",
+    HEAD_SUFFIX: "the sealed head anchor",
+    LEASES_SUFFIX: "the folder of lease files",
+}
+
+
+def side_file_of(path: str) -> tuple[str, str] | None:
+    """``(ledger, what the file is)`` when `path` names a file a SQLite ledger that
+    exists keeps beside itself (its ``-wal``, ``.lock``, ``.head``, its ``.leases/``
+    folder or a file in it), else None. ``--db L.db.lock`` made the lock file a ledger
+    (session 41): a ledger is never opened, nor made, in one of these names.
+
+    The name alone does not decide: the file it would belong to must be a SQLite
+    database (it starts with :data:`SQLITE_HEADER`), and a file that is one itself is
+    never a side file (a ledger copied to ``notes.head`` beside a text ``notes``, or
+    ``proj-journal`` beside a folder's ``proj``, opens as the ledger it is)."""
+    path = os.path.abspath(path)
+    if _is_sqlite(path):
+        return None
+    folder = os.path.dirname(path)
+    if folder.endswith(LEASES_SUFFIX) and _is_sqlite(folder[: -len(LEASES_SUFFIX)]):
+        return folder[: -len(LEASES_SUFFIX)], "a lease file"
+    for suffix, role in _SIDE_ROLES.items():
+        if path.endswith(suffix) and _is_sqlite(path[: -len(suffix)]):
+            return path[: -len(suffix)], role
+    return None
+
+
+def _is_sqlite(path: str) -> bool:
+    """Whether `path` is a regular file starting with :data:`SQLITE_HEADER` (False for
+    anything else, and for a file this user cannot read: its name is then no clue)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
 
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"

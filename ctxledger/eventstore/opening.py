@@ -18,12 +18,13 @@ from typing import Any, TypeVar
 
 from ctxledger.errors import InvalidConfig, InvalidInput, StoreError
 from ctxledger.eventstore.base import Durability, EventStore
+from ctxledger.eventstore.files import side_file_of
 from ctxledger.eventstore.migrations import unmade_ledger, written_by_older
 from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.inputfile import shown_path, stat_of
+from ctxledger.inputfile import file_kind, shown_path, stat_of
 from ctxledger.shownurl import shown_url
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "opens_read_only",
     "read_as_is_notice",
     "read_only_reason",
+    "refuse_unfit_path",
     "require_ledger_file",
     "target_text",
 ]
@@ -115,7 +117,10 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
     second ledger (``--b-db``, ``--from``) in the message; else it is the ledger (``--db``).
     """
     text = target_text(target)
-    if is_url(text) or _is_file(text):
+    if is_url(text):
+        return
+    refuse_unfit_path(text, option)
+    if _is_file(text):
         return
     _refuse_collapsed_url(text)
     if option is not None:
@@ -124,6 +129,70 @@ def require_ledger_file(target: str | os.PathLike[str], option: str | None = Non
         f"no ledger file at {shown_path(text)} (the ledger is --db, else $CTXLEDGER_DB, else ctxledger.db "
         "in the user data dir); `ctxledger import FILE` or `ctxledger demo` creates one"
     )
+
+
+def refuse_unfit_path(text: str, option: str | None = None) -> None:
+    """Refuse the SQLite ledger path `text` when no ledger can be there, whether it is
+    read or about to be made (nothing is created): a directory (``--db /tmp`` said "no
+    ledger file"), a device, FIFO or socket, a side file of a ledger (``--db L.db.lock``
+    made the lock file a ledger), a file this user cannot read. InvalidInput, but
+    StoreError for the unreadable file (a matter of rights, not of the name). Nothing
+    there, or a regular file, passes; `option` names a second ledger (``--b-db``)."""
+    if text in (":memory:", TEMPORARY):
+        return
+    what = option or "the ledger path"
+    named = f"{what} {shown_path(text)}"
+    side = side_file_of(text)
+    if side is not None:
+        ledger, what = side
+        raise InvalidInput(
+            f"{named} is {what} of the ledger {shown_path(ledger)}, not a ledger: "
+            f"give the ledger's own path ({shown_path(ledger)}); nothing was changed"
+        )
+    found = _stat_within_rights(text, what, named)
+    if found is None:
+        if text.endswith(("/", os.sep)):  # (`--db L.db/` said "no ledger file" beside L.db)
+            raise InvalidInput(
+                f"{named} ends with {text[-1]!r}, a folder's name: give a file's path"
+            )
+        return
+    if stat.S_ISDIR(found.st_mode):
+        inside = shown_path(os.path.join(text, "ctxledger.db"))
+        raise InvalidInput(
+            f"{named} is a directory, not a ledger file: give a file's path (such as "
+            f"{inside}); nothing was changed"
+        )
+    if not stat.S_ISREG(found.st_mode):
+        raise InvalidInput(
+            f"{named} is {file_kind(found.st_mode)}, not a ledger file; nothing was changed"
+        )
+    if not os.access(text, os.R_OK):
+        mode = stat.S_IMODE(found.st_mode)
+        if found.st_uid == os.geteuid():  # (a user's own 0200 file was told to run as its owner)
+            raise StoreError(
+                f"{named} cannot be read by this user, its owner (mode {mode:04o}): "
+                f"chmod u+r {shown_path(text)}"
+            )
+        raise StoreError(
+            f"{named} cannot be read by this user (the file is uid {found.st_uid}'s, mode "
+            f"{mode:04o}): run as its owner or ask them for read access"
+        )
+
+
+def _stat_within_rights(text: str, what: str, named: str) -> os.stat_result | None:
+    """:func:`stat_of` of the ledger path, but a folder on its way this user may not
+    search is a matter of rights (StoreError, exit 1, as the unreadable file is), not of
+    the name: it was InvalidInput, exit 2."""
+    try:
+        os.stat(text)
+    except PermissionError as exc:
+        raise StoreError(
+            f"{named} cannot be reached by this user ({exc.strerror}): a folder on its way "
+            "may not be searched; run as its owner or ask them for access"
+        ) from None
+    except (OSError, ValueError):
+        pass  # (stat_of names the rest)
+    return stat_of(text, what)
 
 
 def _is_file(text: str) -> bool:
@@ -220,10 +289,13 @@ def open_store(
     match = _SCHEME.match(text)
     if match is None:
         _refuse_collapsed_url(text)
-        if existing:  # (a missing file is refused, not created)
-            require_ledger_file(text, existing if isinstance(existing, str) else None)
+        option = existing if isinstance(existing, str) else None
+        if existing:  # (a missing file is refused, not created; it checks the path too)
+            require_ledger_file(text, option)
             if not read_only and os.path.getsize(text) == 0:
                 raise unmade_ledger(text, "an empty file", "; the read commands read it as empty")
+        else:
+            refuse_unfit_path(text, option)
         must_hold = bool(existing) and not read_only  # (a table-less database: the store's peek)
         return SQLiteEventStore(
             text, durability=durability, read_only=read_only, existing=must_hold, **options

@@ -46,6 +46,16 @@ IMPORTERS: dict[str, Importer] = {
 }
 PATH_FORMATS = frozenset({"hermes_db"})
 
+
+def spelled(name: str) -> str:
+    """A format's name as the help spells it and a user types it (``hermes-db``; the
+    registry key is ``hermes_db``, also accepted): every message names formats so."""
+    return name.replace("_", "-")
+
+
+#: the format names a message offers, as a user types them
+FORMAT_CHOICES = ", ".join(spelled(name) for name in IMPORTERS)
+
 _CODEX_WRAPPERS = frozenset(
     {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 )
@@ -141,7 +151,7 @@ def _detect_text(text: str, path: str | None) -> str:
     if found is None:
         why = f" ({_json_problem(text)})" if text.strip() and not records else ""
         raise ImportFormatError(
-            f"cannot tell the format{why}; pass one of: {', '.join(IMPORTERS)}",
+            f"cannot tell the format{why}; pass --format, one of: {FORMAT_CHOICES}",
             line=1 if text.strip() else None,
             path=path,
         )
@@ -260,7 +270,7 @@ def format_name(format: str) -> str:
     name = format.strip().lower().replace("-", "_")
     if name not in IMPORTERS:
         raise ImportFormatError(
-            f"unknown import format {format!r}; expected one of: {', '.join(IMPORTERS)}"
+            f"unknown import format {format!r}; expected one of: {FORMAT_CHOICES}"
         )
     return name
 
@@ -271,7 +281,10 @@ def load_text(
     """Parse text already read (``-`` = stdin is read by the caller). Not for ``hermes_db``."""
     fmt = format_name(format) if format else detect_format(text)
     if fmt in PATH_FORMATS:
-        raise ImportFormatError(f"the {fmt} format is read from a file, not from text", path=path)
+        raise ImportFormatError(
+            f"the {(format or spelled(fmt)).strip()} format is read from a file, not from text",
+            path=path,
+        )
     return IMPORTERS[fmt](text, path=path)
 
 
@@ -328,6 +341,12 @@ def _load_named(
     fmt = format_name(format) if format is not None else None
     if fmt not in PATH_FORMATS:
         data = read_input_file(name, max_bytes)
+        if fmt is not None and data.startswith(SQLITE_HEADER):  # (it said "not UTF-8 text")
+            raise ImportFormatError(
+                f"a SQLite database, which the {str(format).strip()} format does not read (it reads "
+                f"text); a Hermes state.db is {spelled('hermes_db')}, or give no format",
+                path=name,
+            )
         if not (fmt is None and data.startswith(SQLITE_HEADER)):
             sha = _checked(file_digest(data, name), check) if check else None
             text = _utf8(data, name)

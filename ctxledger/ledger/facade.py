@@ -21,7 +21,6 @@ from ctxledger.errors import (
     InvalidInput,
     SessionEndedError,
     UnknownMessage,
-    UnknownSession,
 )
 from ctxledger.events import (
     CompressionChecked,
@@ -52,7 +51,7 @@ from ctxledger.ledger.derived import store_quietly
 from ctxledger.ledger.eventcheck import check_decodable, check_references
 from ctxledger.ledger.openingevents import opening_events
 from ctxledger.ledger.ownfold import fold_written, log_end
-from ctxledger.ledger.refs import resolve_message
+from ctxledger.ledger.refs import resolve_message, resolve_session
 from ctxledger.ledger.spec import (
     SessionSpec,
     check_end_reason,
@@ -531,17 +530,8 @@ class Ledger:
         return list(self.chains.state.sessions.values())
 
     def resolve(self, ref: str) -> str:
-        """A session id from a full id or a unique prefix."""
-        if not isinstance(ref, str) or not ref.strip():
-            raise InvalidInput("a session id (or a unique prefix of one) is required")
-        if ref in self.chains.state.sessions:
-            return ref
-        matches = [s for s in self.chains.state.sessions if s.startswith(ref)]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise UnknownSession(f"no session {ref!r}; `ctxledger sessions` lists them")
-        raise InvalidInput(f"session prefix {ref!r} is ambiguous ({len(matches)} sessions)")
+        """A session id from a full id or a unique prefix (:func:`resolve_session`)."""
+        return resolve_session(self.chains.state, ref)
 
     def projector_at(self, seq: int) -> Projector:
         """The projections as they were right after event `seq` (read-only)."""

@@ -286,7 +286,7 @@ def _begin(
         parent_session_id=parent_sid,
         reason=reason,
         title=s.title,
-        source=f"{s.source_format}:{s.key}",
+        source=_storable(f"{s.source_format}:{s.key}"),
         encoding=encoding,
     )
     events = ledger.start_events(sid, spec)
@@ -528,3 +528,20 @@ def _end_with_switch(
             messages_after=len(layout) + (1 if child.system_prompt else 0),
         )
     )
+
+
+def _storable(text: str) -> str:
+    """`text` (a session's source, named after its file) as the log can store it: a
+    byte of a file name that is not UTF-8 arrives as a lone surrogate (0xff as U+DCFF)
+    and is written ``\\xff``, any other lone surrogate ``\\udXXX`` (``import`` of
+    such a file failed: "SessionStarted has a field of the wrong type", session 41)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(
+            (f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}")
+            if 0xD800 <= ord(c) <= 0xDFFF
+            else c
+            for c in text
+        )
+    return text

@@ -1,13 +1,15 @@
-"""Naming a message of a live view: its full id, the short id ``show`` prints, or its index."""
+"""Naming a session (its id or a prefix) and a message of a live view (its full id, the
+short id ``show`` prints, or its index)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ctxledger.errors import InvalidInput, UnknownMessage
+from ctxledger.errors import InvalidInput, UnknownMessage, UnknownSession
 from ctxledger.projections import SessionView
+from ctxledger.projections.chains import ChainsState
 
-__all__ = ["SHORT_ID_CHARS", "resolve_message", "resolve_pin", "short_ids"]
+__all__ = ["SHORT_ID_CHARS", "resolve_message", "resolve_pin", "resolve_session", "short_ids"]
 
 #: the shortest suffix ``show`` prints as a message's short id
 SHORT_ID_CHARS = 8
@@ -24,6 +26,45 @@ def short_ids(ids: Sequence[str]) -> list[str]:
     while width < longest and len({i[-width:] for i in ids}) < len(set(ids)):
         width += 1
     return [i[-width:] for i in ids]
+
+
+def resolve_session(state: ChainsState, ref: str) -> str:
+    """A session id from a full id or a unique prefix. A compaction's id is named as one
+    (``show cmp_…`` said "no session"), with the commands that take it and the session
+    it continued into, whose view is what it made."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise InvalidInput("a session id (or a unique prefix of one) is required")
+    sessions = state.sessions
+    if ref in sessions:
+        return ref
+    matches = [s for s in sessions if s.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise InvalidInput(f"session prefix {ref!r} is ambiguous ({len(matches)} sessions)")
+    compactions = [c for c in state.compacted if c == ref] or [
+        c for c in state.compacted if c.startswith(ref)
+    ]
+    if len(compactions) == 1:
+        raise UnknownSession(_a_compaction(state, compactions[0]))
+    if compactions:
+        raise UnknownSession(
+            f"no session {ref!r}: it begins {len(compactions)} compaction ids; `ctxledger "
+            "sessions` lists the sessions, `ctxledger audit SESSION` a chain's compactions"
+        )
+    raise UnknownSession(f"no session {ref!r}; `ctxledger sessions` lists them")
+
+
+def _a_compaction(state: ChainsState, cid: str) -> str:
+    compacted = state.compacted[cid]
+    made = state.sessions[compacted].compression_child if compacted in state.sessions else None
+    into = f" into {made}" if made else ""
+    shows = f"; `ctxledger show {made}` shows the session it started" if made else ""
+    return (
+        f"{cid} is a compaction (of session {compacted}{into}), not a session: "
+        f"`ctxledger expand {cid}` shows the messages it summarized, `ctxledger diff {cid}` "
+        f"the view it replaced beside the one it made{shows}"
+    )
 
 
 def _is_index(ref: str) -> bool:

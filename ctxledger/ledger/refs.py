@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxledger.errors import InvalidInput, UnknownMessage
+from ctxledger.integers import shown
 from ctxledger.projections import SessionView
 
 __all__ = ["SHORT_ID_CHARS", "resolve_message", "resolve_pin", "short_ids"]
@@ -49,7 +50,7 @@ def resolve_message(view: SessionView, ref: str | int) -> str:
             raise InvalidInput("index 0 is the system prompt, which every view keeps anyway")
         if not offset <= ref < len(live) + offset:
             raise UnknownMessage(
-                f"no message at index {ref} of {session_id!r} (the view has indexes "
+                f"no message at index {shown(ref)} of {session_id!r} (the view has indexes "
                 f"{offset}..{len(live) + offset - 1}; `ctxledger show` lists them)"
             )
         return live[ref - offset]
@@ -62,9 +63,11 @@ def resolve_message(view: SessionView, ref: str | int) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise InvalidInput(f"{ref!r} matches {len(matches)} live messages; give more of the id")
+        raise InvalidInput(
+            f"{shown(ref)} matches {len(matches)} live messages; give more of the id"
+        )
     raise UnknownMessage(
-        f"message {ref!r} is not in the live view of {session_id!r} "
+        f"message {shown(ref)} is not in the live view of {session_id!r} "
         "(`ctxledger show` lists ids and indexes)"
     )
 

@@ -21,6 +21,17 @@ Prints one JSON object per line: {"bench", "value", "unit", "target", "ok", ...}
   importers still hold every parsed message, so it still grows with the file.
 * ``import_peak_memory_json_document``: the same for one JSON document (a list of the
   messages), which must be parsed whole; baseline ``json.load``.
+* ``import_peak_memory_postgres`` (``--postgres``, or ``--pg-url``): the JSONL row with the
+  ledger on a PostgreSQL server (a private one from ``tests/helpers/pg_server.py``
+  unless a URL is given; a new schema per import): the client's peak, not the
+  server's. Session 41: PostgreSQL's ``append_stream`` writes a chunk at a time (it read
+  each request whole before).
+* ``import_throughput`` (with ``--postgres``): messages per second of ``ctxledger
+  import`` of the 4x JSONL file on each store, wall and CPU seconds of the importing
+  process (from the ``import_peak_memory`` runs, one run each: figures follow the load).
+* ``pg_append_stream_small_sessions`` (with ``--postgres``): one ``append_stream`` of
+  2,000 sessions of 6 events, median seconds of 3 interleaved rounds; baseline the
+  whole-list ``append_many``.
 
 Run alone (``python bench/import_bench.py``) or import the ``bench_*`` functions.
 Every file lives in a temporary directory; nothing is kept.
@@ -195,7 +206,8 @@ def bench_trajectories(count: int = 1000, concurrency: int = 16) -> Result:
 #: runs one measured step in a fresh process and prints its peak resident set (KiB) last:
 #: VmHWM is the process's own (a child's ru_maxrss starts at its parent's size at fork)
 _MEASURED = """
-import sys
+import sys, time
+started, cpu = time.perf_counter(), time.process_time()
 if sys.argv[1] == "import":
     from ctxledger.cli.main import cli
     cli.main(sys.argv[2:], standalone_mode=False)
@@ -205,9 +217,14 @@ elif sys.argv[1] == "decode-doc":
 else:
     import json
     rows = [json.loads(line) for line in open(sys.argv[2])]
+wall, cpu = time.perf_counter() - started, time.process_time() - cpu
 with open("/proc/self/status") as status:
-    print(next(line.split()[1] for line in status if line.startswith("VmHWM")))
+    peak = next(line.split()[1] for line in status if line.startswith("VmHWM"))
+print(wall, cpu, peak)
 """
+
+#: the last measured run's (wall seconds, CPU seconds), from its start to its end
+_LAST_TIMES: list[tuple[float, float]] = []
 
 
 def _peak_kib(*argv: str) -> int:
@@ -217,12 +234,27 @@ def _peak_kib(*argv: str) -> int:
     )
     if done.returncode != 0:
         raise RuntimeError(f"{argv[:1]} failed: {done.stderr[-500:]}")
-    return int(done.stdout.split()[-1])
+    wall, cpu, peak = done.stdout.split()[-3:]
+    _LAST_TIMES[:] = [(float(wall), float(cpu))]
+    return int(peak)
+
+
+#: a PostgreSQL server URL: the ledger of each import is a new schema there
+_PG_URL: list[str] = []
+_SCHEMAS = iter(range(10**9))
+
+
+def _ledger(tmp: Path, name: str) -> str:
+    """A new ledger: a file in `tmp`, or a new schema on the PostgreSQL server."""
+    if _PG_URL:
+        return f"{_PG_URL[0]}?schema=imp_{os.getpid()}_{next(_SCHEMAS)}"
+    return str(tmp / f"{name}.db")
 
 
 def _import_peaks(tmp: Path, messages: int, document: bool) -> tuple[float, float, float]:
     """(MB of input, MB the import's peak adds, MB the baseline's adds) for a file of
-    `messages` tiny messages: JSONL, or one JSON document (a list of them)."""
+    `messages` tiny messages: JSONL, or one JSON document (a list of them); the import's
+    (wall, CPU) seconds in ``_TIMES[messages]``."""
     big, small = tmp / f"big{messages}.json", tmp / "small.json"
     rows = [{"role": ("user", "assistant")[i % 2], "content": f"m{i}"} for i in range(messages)]
     if document:
@@ -234,13 +266,19 @@ def _import_peaks(tmp: Path, messages: int, document: bool) -> tuple[float, floa
     mb = big.stat().st_size / 2**20
 
     def imported(path: Path) -> int:
-        db = str(tmp / f"{path.stem}-{messages}.db")  # a new ledger each (no repeat)
+        db = _ledger(tmp, f"{path.stem}-{messages}")  # a new ledger each (no repeat)
         return _peak_kib("import", "-q", "--db", db, "import", str(path), "--format", "openai")
 
-    added = (imported(big) - imported(small)) / 1024
+    peak = imported(big)
+    _TIMES[messages] = _LAST_TIMES[0]
+    added = (peak - imported(small)) / 1024
     decode = "decode-doc" if document else "decode"
     parsed = (_peak_kib(decode, str(big)) - _peak_kib(decode, str(small))) / 1024
     return mb, added, parsed
+
+
+#: messages -> the (wall, CPU) seconds of the last import of a file of that many
+_TIMES: dict[int, tuple[float, float]] = {}
 
 
 def bench_import_memory(messages: int = 50_000, document: bool = False) -> Result:
@@ -251,8 +289,9 @@ def bench_import_memory(messages: int = 50_000, document: bool = False) -> Resul
     with tempfile.TemporaryDirectory() as tmp:
         small = _import_peaks(Path(tmp), messages, document)
         large = _import_peaks(Path(tmp), 4 * messages, document)
+    name = "import_peak_memory_json_document" if document else "import_peak_memory"
     return {
-        "bench": "import_peak_memory_json_document" if document else "import_peak_memory",
+        "bench": name + ("_postgres" if _PG_URL else ""),
         "value": round(small[1] / small[0], 1),
         "unit": "MB peak RSS per MB of input",
         "messages": messages,
@@ -266,14 +305,111 @@ def bench_import_memory(messages: int = 50_000, document: bool = False) -> Resul
     }
 
 
+def bench_import_throughput(messages: int, sqlite: tuple[float, float]) -> Result:
+    """Messages per second of the import of `messages` on PostgreSQL (the last run of
+    :func:`bench_import_memory` there), with SQLite's (`sqlite`: its wall, CPU) beside."""
+    wall, cpu = _TIMES[messages]
+    return {
+        "bench": "import_throughput",
+        "value": round(messages / wall),
+        "unit": "messages/s (PostgreSQL, wall)",
+        "messages": messages,
+        "wall_seconds": round(wall, 2),
+        "cpu_seconds": round(cpu, 2),
+        "baseline": "the same import into a SQLite file",
+        "baseline_value": round(messages / sqlite[0]),
+        "baseline_wall_seconds": round(sqlite[0], 2),
+        "baseline_cpu_seconds": round(sqlite[1], 2),
+        "ratio": round(sqlite[0] / wall, 2),
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+
+
+def bench_pg_small_sessions(streams: int = 2000, per: int = 6, rounds: int = 3) -> Result:
+    """Seconds of one ``append_stream`` of `streams` sessions of `per` events each on
+    PostgreSQL (an import of many small sessions; session 41, review 1: their streams
+    are placed a group at a time), the whole-list ``append_many`` of them as baseline;
+    `rounds` interleaved rounds, medians, a new schema each."""
+    import statistics
+
+    from ctxledger.eventstore.base import AppendRequest, StreamedRequest
+    from ctxledger.eventstore.postgres import PostgresEventStore
+    from ctxledger.testing.eventstore import message, started
+
+    times: dict[str, list[tuple[float, float]]] = {"stream": [], "many": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for mode in ("stream", "many") if r % 2 == 0 else ("many", "stream"):
+                names = [f"ses_{i}" for i in range(streams)]
+                events = {n: [started(n)] + [message(n) for _ in range(per - 1)] for n in names}
+                url = _ledger(Path(tmp), "")  # a new schema
+                with PostgresEventStore(url, index_dir=tmp) as store:
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    if mode == "stream":
+                        store.append_stream(StreamedRequest(n, iter(events[n]), 0) for n in names)
+                    else:
+                        store.append_many([AppendRequest(n, events[n], 0) for n in names])
+                    times[mode].append((time.perf_counter() - wall, time.process_time() - cpu))
+
+    def median(mode: str, at: int) -> float:
+        return statistics.median(t[at] for t in times[mode])
+
+    return {
+        "bench": "pg_append_stream_small_sessions",
+        "value": round(median("stream", 0), 3),
+        "unit": "s (wall, median)",
+        "streams": streams,
+        "events_per_stream": per,
+        "cpu_seconds": round(median("stream", 1), 3),
+        "baseline": "append_many of the whole list",
+        "baseline_value": round(median("many", 0), 3),
+        "baseline_cpu_seconds": round(median("many", 1), 3),
+        "ratio": round(median("many", 0) / median("stream", 0), 2),
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+
+
+def _pg_server(url: str | None) -> Any:
+    """The server the PostgreSQL rows use: `url`, or a private one (returned, to clean up)."""
+    if url is not None:
+        _PG_URL[:] = [url]
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tests", "helpers"))
+    from pg_server import PgServer, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit("no PostgreSQL server binaries; pass --pg-url")
+    server = PgServer(bin_dir, fsync=True)
+    server.start()
+    _PG_URL[:] = [server.url]
+    return server
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--trajectories", type=int, default=1000)
     parser.add_argument("--memory-messages", type=int, default=50_000)
+    parser.add_argument("--postgres", action="store_true", help="the PostgreSQL rows too")
+    parser.add_argument("--pg-url", default=None, help="their server (default: a private one)")
+    parser.add_argument("--only-memory", action="store_true", help="the import rows only")
     args = parser.parse_args(argv)
     print(json.dumps(bench_import_memory(args.memory_messages)), flush=True)
+    sqlite = _TIMES[4 * args.memory_messages]
+    if args.postgres or args.pg_url:
+        server = _pg_server(args.pg_url)
+        try:
+            print(json.dumps(bench_import_memory(args.memory_messages)), flush=True)
+            print(json.dumps(bench_import_throughput(4 * args.memory_messages, sqlite)))
+            print(json.dumps(bench_pg_small_sessions()), flush=True)
+        finally:
+            _PG_URL.clear()
+            if server is not None:
+                server.cleanup()
+    if args.only_memory:
+        return
     print(json.dumps(bench_import_memory(args.memory_messages, document=True)), flush=True)
     print(json.dumps(bench_import_openai(args.messages, args.repeat)), flush=True)
     print(json.dumps(bench_trajectories(args.trajectories)), flush=True)

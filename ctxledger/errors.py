@@ -103,11 +103,26 @@ class ConcurrencyError(StoreError):
     """
 
     def __init__(
-        self, stream: str, expected: int, actual: int, *, superseded: str | None = None
+        self,
+        stream: str,
+        expected: int,
+        actual: int,
+        *,
+        superseded: str | None = None,
+        interleaved: bool = False,
     ) -> None:
         self.stream = stream
         self.expected = expected
         self.actual = actual
+        if interleaved:
+            # the caller named no version (None): `expected` is the version found, not given
+            text = (
+                f"another appender wrote to stream {stream!r} while the streamed append "
+                "held it (PostgreSQL's append_stream cannot take expected_version None "
+                "against a concurrent writer)"
+            )
+            super().__init__(f"{text}; nothing was appended: retry")
+            return
         if superseded is None:
             text = f"stream {stream!r} is at version {actual}, not the expected {expected}"
         else:

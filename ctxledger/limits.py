@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ctxledger.errors import InvalidInput
 from ctxledger.integers import shown
+from ctxledger.unicodecheck import check_unicode, json_problem, not_unicode
 
 #: default nesting limit of a message or of tool-call arguments (JSON levels)
 MAX_JSON_DEPTH = 100
@@ -481,55 +482,6 @@ def check_nonblank(value: object, field: str, kind: str = "a non-empty string") 
     :func:`check_name`), else InvalidInput saying `field` must be `kind`."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{field} must be {kind}, got {shown(value)}")
-    return value
-
-
-def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
-    """What is wrong with text UTF-8 cannot encode: `what` holds a lone surrogate (JSON's
-    ``"\\ud83d"``, half of an escaped emoji pair), named escaped."""
-    bad = exc.object[exc.start : exc.end]
-    return f"{what} holds text that is not valid Unicode ({bad!a}, half of an escaped emoji pair?)"
-
-
-#: a JSON escape of half a surrogate pair with no other half: a high one not followed by
-#: a low one, or a low one not after a high one
-_LONE_SURROGATE = re.compile(
-    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-)
-
-
-def _lone_surrogate(text: str) -> str | None:
-    """The first escaped lone surrogate of JSON `text` whose backslash is not itself
-    escaped (JSON ``"\\\\ud800"`` is the six characters ``\\ud800``, no escape)."""
-    for found in _LONE_SURROGATE.finditer(text):
-        start = back = found.start()
-        while back > 0 and text[back - 1] == "\\":
-            back -= 1
-        if (start - back) % 2 == 0:
-            return found.group()
-    return None
-
-
-def json_problem(exc: Exception, data: str | bytes) -> str:
-    """What a JSON decoder's error says about `data`, plus what an escaped lone surrogate
-    means when `data` holds one (msgspec calls ``"\\ud800"`` "Input data was truncated")."""
-    text = data.decode("latin-1") if isinstance(data, bytes) else data
-    found = _lone_surrogate(text)
-    if found is None:
-        return str(exc)
-    lone = f"the escape {found} is half of an escaped emoji pair, not valid Unicode"
-    return lone if str(exc) == "Input data was truncated" else f"{exc}: {lone}"
-
-
-def check_unicode(value: str, field: str) -> str:
-    """`value` when UTF-8 can encode it, else :class:`InvalidInput` (see :func:`not_unicode`)."""
-    if value.isascii():
-        return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(not_unicode(field, exc)) from None
     return value
 
 

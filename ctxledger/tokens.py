@@ -191,11 +191,9 @@ _LONG_TEXT = 64 * 1024
 
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     if len(text) >= _LONG_TEXT:
-        known = _KNOWN_COUNTS.get()
-        if known is not None:
-            found = known.get((id(text), encoding))
-            if found is not None and found.text is text and found.trusted():
-                return found.count
+        found = _known(text, encoding)
+        if found is not None and found.trusted():
+            return found.count
         return _count_long(text, encoding)
     return len(_encoding(encoding).encode_ordinary(text))
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
-from helpers.asgi import request_body
+from helpers.asgi import request_body, respond
 from hermes_overflow import ERROR  # (400, context_length_exceeded, stating 60,000)
 from hermes_scenario import fake_agent, serve, tui_compress
 
@@ -60,7 +60,7 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     DONE.append((model, step))
     if step in ("refuse", "limit"):
         status, error = (400, ERROR) if step == "refuse" else (429, LIMITED)
-        await hermes_scenario._send(send, status, "application/json", json.dumps(error).encode())
+        await respond(send, status, "application/json", json.dumps(error).encode())
         return
     reply = (
         hermes_scenario._call("recall", {"query": "part 1", "limit": 5})
@@ -77,7 +77,7 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         )
     finally:
         hermes_scenario._reply = saved
-    await hermes_scenario._send(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
+    await respond(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
 
 
 class _Time:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import hermes_scenario
-from helpers.asgi import request_body
+from helpers.asgi import request_body, respond
 from hermes_scenario import CONFIG, REQUESTS, fake_agent, serve
 
 REFUSED: list[int] = []  # the index in REQUESTS of each refused request
@@ -53,7 +53,7 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     REFUSE.clear()
     REFUSED.append(len(REQUESTS))
     REQUESTS.append(json.loads(body or b"{}"))
-    await hermes_scenario._send(send, 400, "application/json", json.dumps(ERROR).encode())
+    await respond(send, 400, "application/json", json.dumps(ERROR).encode())
 
 
 def _compression_off(home: Path, url: str, history: list[dict[str, Any]]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers.asgi import request_body, serve_lifespan
+from helpers.asgi import request_body, respond, serve_lifespan
 
 CONFIG = """\
 model:
@@ -143,10 +143,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             "object": "list",
             "data": [{"id": "fake-model", "object": "model", "context_length": 64000}],
         }
-        await _send(send, 200, "application/json", json.dumps(payload).encode())
+        await respond(send, 200, "application/json", json.dumps(payload).encode())
         return
     if not path.endswith("/chat/completions"):
-        await _send(send, 404, "application/json", b'{"error": {"message": "not found"}}')
+        await respond(send, 404, "application/json", b'{"error": {"message": "not found"}}')
         return
     request = json.loads(body or b"{}")
     REQUESTS.append(copy.deepcopy(request))
@@ -172,24 +172,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 }
             ],
         }
-        await _send(send, 200, "application/json", json.dumps(payload).encode())
+        await respond(send, 200, "application/json", json.dumps(payload).encode())
         return
     data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in _chunks(request))
-    await _send(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
-
-
-async def _send(send: Any, status: int, ctype: str, data: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", ctype.encode()),
-                (b"content-length", str(len(data)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
+    await respond(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
 
 
 def fake_agent(base_url: str, **extra: Any) -> Any:

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 import pytest
+from helpers.fact_checks import one_message as _message
 from helpers.reference_facts import facts as reference
 from helpers.reference_facts.rules import unc_path, unescape_lines
 from hypothesis import example, given, settings
@@ -30,13 +31,6 @@ from ctxledger.compressor.factmatch import Fact, fact_in_text, normalize, normal
 from ctxledger.compressor.factnoise import diff_side
 from ctxledger.compressor.factpaths import find_paths, plausible_path
 from ctxledger.compressor.facts import extract_facts
-
-
-def _message(text: str, role: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": role, "content": text}
-    if role == "tool":
-        message["tool_call_id"] = "c"
-    return message
 
 
 def _values(text: str, role: str = "tool", kind: str = "path") -> list[str]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.fact_checks import one_message as _message
 from helpers.reference_facts import facts as reference
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -31,13 +32,6 @@ from ctxledger.compressor.factmatch import fact_in_text
 from ctxledger.compressor.facts import ASK_MAX_CHARS, extract_facts
 
 ROLES = ("user", "tool", "assistant")
-
-
-def _message(text: str, role: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": role, "content": text}
-    if role == "tool":
-        message["tool_call_id"] = "c"
-    return message
 
 
 def _paths(text: str, role: str = "tool") -> list[str]:

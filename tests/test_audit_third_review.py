@@ -16,18 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.fact_checks import one_message as _message
 from helpers.reference_facts import facts as reference
 
 from ctxledger.compressor import factkinds, factnoise
 from ctxledger.compressor.factmatch import Fact, fact_in_text
 from ctxledger.compressor.facts import extract_facts
-
-
-def _message(text: str, role: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": role, "content": text}
-    if role == "tool":
-        message["tool_call_id"] = "c"
-    return message
 
 
 def _facts(text: str, role: str = "tool") -> list[Fact]:

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import grimp
 import pytest
-from click.testing import CliRunner
+from helpers.ledger_helpers import run_cli as _cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,6 @@ from ctxledger import CompressionConfig, OfflineSummarizer, compact
 from ctxledger.analysis import factviews
 from ctxledger.analysis.audit import audit_chain
 from ctxledger.analysis.whatif import whatif
-from ctxledger.cli.main import cli
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor import factmatch, factstore, normalstore
 from ctxledger.compressor import facts as facts_module
@@ -317,11 +316,6 @@ def test_an_audit_outside_a_whatif_reads_the_stored_values(
 
 
 # --------------------------------------------------------------------------- ``ctxledger upgrade``
-
-
-def _cli(path: Path, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["--db", str(path), *args])
-    return result.exit_code, result.output
 
 
 def test_upgrade_stores_the_values_of_long_messages_already_in_the_log(tmp_path: Path) -> None:

@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.ledger_helpers import run_cli as _cli
 from helpers.pg_server import PgServer
 
-from ctxledger.cli.main import cli
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor import normalstore
 from ctxledger.compressor.factstore import computed_value, encode_facts
@@ -42,11 +41,6 @@ def _ledger(path: Path | str, sep: str) -> str:
     finally:
         ledger.close()
     return sid
-
-
-def _cli(path: Path | str, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["--db", str(path), *args])
-    return result.exit_code, result.output
 
 
 def _rows(path: Path) -> list[tuple[str, str, str, bytes]]:

@@ -13,6 +13,7 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 from helpers.ledger_helpers import compact_now, deterministic_ledger, session_with_turns
+from helpers.serve_env import SERVE_ENV_KEYS
 from rich.console import Console
 
 from ctxledger import CompressionConfig, ContextService, Ledger, LLMSummarizer
@@ -426,9 +427,7 @@ def test_serve_hands_its_stall_timeout_to_the_factory(
     from ctxledger.cli import serve as serve_module
     from ctxledger.cli.main import cli as main_cli
 
-    keys = ("db", "config", "token_file", "guard_proxy", "upstream", "api", "context_length",
-            "summarizer", "durability", "stall_timeout")  # fmt: skip
-    for key in keys:  # what serve exports is undone after the test
+    for key in SERVE_ENV_KEYS:  # what serve exports is undone after the test
         monkeypatch.delenv("CTXLEDGER_SERVE_" + key.upper(), raising=False)
     monkeypatch.setattr(serve_module, "_run", lambda *args: None)
     db = str(tmp_path / "s.db")

@@ -157,19 +157,19 @@ def test_hermes_s_acp_and_tui_compress_are_read_as_requested(module: str) -> Non
     the Hermes test venv); its ``_cmd_compact`` is told by its module name alone."""
     caller, asked = _asked_from(module)
     assert caller == module
-    assert asked == Asked(None, False, 9_000, "a1", None, 0, True)  # (no answer to a refusal)
+    assert asked == Asked(None, False, 9_000, "a1", requested=True)  # (no answer to a refusal)
 
 
 def test_hermes_s_own_decision_keeps_its_pending_refusal() -> None:
     caller, asked = _asked_from("agent.conversation_loop")
     assert caller == "agent.conversation_loop"
-    assert asked == Asked(None, False, 9_000, "a1", "context length")
+    assert asked == Asked(None, False, 9_000, "a1", refused="context length")
 
 
 async def _asked_through_the_plugin(ledger: Ledger) -> None:
     svc = ContextService(ledger, config=SMALL)
     sid = await _talk(svc, ledger.start_session(model="m", context_length=16_000), 17)
-    asked = Asked(None, False, 9_000, "tui", None, 0, True)
+    asked = Asked(None, False, 9_000, "tui", requested=True)
     assert (await asked.run(svc, sid, None)).compressed
 
 

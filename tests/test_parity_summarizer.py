@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers.asgi import request_body, respond
 from helpers.fake_provider import Fail, FakeProvider, Raw, Reply
 
 from ctxledger.clock import SequentialIds
@@ -267,21 +268,13 @@ class MoonshotApp:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         assert scope["type"] == "http"
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = json.loads(b"".join(chunks))
+        body = json.loads(await request_body(receive))
         self.bodies.append(body)
         status, payload = 200, openai_body({"role": "assistant", "content": GOOD})
         if "temperature" in body:  # what Moonshot does for these models
             status = 400
             payload = b'{"error": {"message": "invalid temperature: only 1 is allowed"}}'
-        headers = [(b"content-type", b"application/json")]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
+        await respond(send, status, "application/json", payload)
 
 
 @pytest.mark.parametrize("model", ["kimi-for-coding", "kimi-k2-0905-preview"])

@@ -28,12 +28,14 @@ from helpers.fake_upstream import (
     request_body,
     serve_lifespan,
 )
+from helpers.serve_env import SERVE_ENV_KEYS
 from helpers.server_rig import Rig, ask, rig
 from helpers.uvicorn_thread import serving
 
 from ctxledger import ContextService
 from ctxledger.errors import CompressionError, ConcurrencyError, ConnectionLost
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, UsageReported
+from ctxledger.messages import content_text
 from ctxledger.server import create_app
 
 pytestmark = pytest.mark.anyio
@@ -108,13 +110,6 @@ async def _call(app: Any, path: str, receive: Any) -> int:
     return started[0]
 
 
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content or [])
-
-
 def _events_of(service: ContextService) -> list[Any]:
     service.ledger.refresh()
     return [x.event for x in service.ledger.store.read_all()]
@@ -156,7 +151,7 @@ async def _the_retry_goes_on(r: Rig, path: str) -> None:
     events = _events(r)
     assert {e.session_id for e in events} == {SESSION}  # no branch
     assert len([e for e in events if isinstance(e, SessionStarted)]) == 1
-    texts = [_text(e.message) for e in events if isinstance(e, MessageAppended)]
+    texts = [content_text(e.message) for e in events if isinstance(e, MessageAppended)]
     assert texts[:3] == ["hello", answer, "and?"] and len(texts) == 4
     assert len(seen) == 3  # the dropped try, the retry, the next turn
 
@@ -299,9 +294,7 @@ def test_serve_turn_timeout_reaches_the_app(
     from ctxledger.server.app import app_from_env
 
     monkeypatch.setattr(serve_module, "_run", lambda *args: None)
-    keys = ("db", "config", "token_file", "guard_proxy", "upstream", "api", "context_length",
-            "summarizer", "durability", "stall_timeout", "turn_timeout")  # fmt: skip
-    for key in keys:  # what serve exports is undone after the test
+    for key in SERVE_ENV_KEYS:  # what serve exports is undone after the test
         monkeypatch.delenv("CTXLEDGER_SERVE_" + key.upper(), raising=False)
     db = str(tmp_path / "s.db")
     read = []
@@ -351,14 +344,16 @@ async def test_a_hang_up_never_cuts_a_compaction_under_way(tmp_path: Path) -> No
     await service.aclose()
 
 
+@pytest.mark.parametrize("name", ["turn_timeout", "stall_timeout"])
 @pytest.mark.parametrize("seconds", [0.0, -1.0, float("inf"), float("nan")])
 async def test_create_app_refuses_a_turn_timeout_that_is_no_cap(
-    tmp_path: Path, seconds: float
+    tmp_path: Path, name: str, seconds: float
 ) -> None:
-    """``turn_timeout=`` of ``create_app`` must be a finite positive number of seconds."""
+    """``turn_timeout=`` and ``stall_timeout=`` of ``create_app`` must be finite positive
+    numbers of seconds (a stall timeout of -1 or NaN was taken before session 41)."""
     service = ContextService.open(tmp_path / "server.db")
-    with pytest.raises(ValueError, match="turn_timeout"):
-        create_app(service, turn_timeout=seconds)
+    with pytest.raises(ValueError, match=name):
+        create_app(service, **{name: seconds})
     await service.aclose()
 
 

@@ -213,13 +213,8 @@ def content_digest(text: str) -> bytes:
     """sha256 of `text`'s UTF-8 (surrogates passed), remembered for the last few string
     objects digested: a what-if asks for the key of the same 10 MB content several times
     (strings are immutable, so the object held is the text digested)."""
-    found = _remembered(text)
-    if found is not None:
-        return found
-    ref = _checked_ref(text)
-    if ref is not None:  # read from a blob whose bytes hashed to its ref: that is the digest
-        digest = bytes.fromhex(ref)
-    else:
+    digest = _known_digest(text)
+    if digest is None:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     with _DIGESTS_LOCK:
         _DIGESTS[id(text)] = (text, digest)
@@ -236,6 +231,17 @@ def _remembered(text: str) -> bytes | None:
             return None
         _DIGESTS.move_to_end(id(text))
         return found[1]
+
+
+def _known_digest(text: str) -> bytes | None:
+    """The digest of `text` known without hashing: the one :func:`content_digest`
+    remembers for that very string, else the ref of a checked read (a blob whose bytes
+    hashed to its ref: that is the digest), else None."""
+    found = _remembered(text)
+    if found is not None:
+        return found
+    ref = _checked_ref(text)
+    return bytes.fromhex(ref) if ref is not None else None
 
 
 def _checked_ref(text: str) -> str | None:
@@ -257,9 +263,8 @@ def _stored_forms(text: str, derived: Getter | None) -> Forms | None:
     get = _getter(derived) if len(text) >= STORED_MIN_CHARS else None
     if get is None:
         return None
-    digest = _remembered(text)
-    ref = digest.hex() if digest is not None else _checked_ref(text)
-    return read_forms(text, ref, get) if ref is not None else None
+    digest = _known_digest(text)
+    return read_forms(text, digest.hex(), get) if digest is not None else None
 
 
 @contextmanager

@@ -13,7 +13,9 @@ absolute path is not found inside another (``/app/settings.py`` in
 ``/opt/legacy/app/settings.py``), but it is in a URL whose path it is
 (``http://localhost:8000/api/v1/users``), a relative one only after a ``/``
 (``src/app.py`` names ``app.py``), and neither followed by more of a name
-(``run.log.1``); the rules are :mod:`ctxledger.compressor.factbounds`. A one-name
+(``run.log.1``); the rules are :mod:`ctxledger.compressor.factbounds`. A decision or
+constraint (a sentence, its final ``.`` kept) is also stated by its words ending a line
+or a text without the ``.``, as the extraction ends a sentence there too. A one-name
 directory keeps its slash (``build/``, see :func:`normalize_fact`): the bare word
 "build" does not state it, ``build/``, ``./build/`` and ``build/out.txt`` do.
 
@@ -85,6 +87,13 @@ _UNC = re.compile(r"//[^/]+(?:/[^/]+)+/?\Z")
 _NAMED_VERSION = re.compile(r"([a-z]+) (v?[0-9]+(?:\.[0-9]+)+)")
 #: a range of lines, as extracted and normalized (``lines 12-20``)
 _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
+#: the kinds that are sentences, their stop kept (``factsentences``)
+_SENTENCE_KINDS = frozenset({"decision", "constraint"})
+#: a sentence's one final period (not an ellipsis)
+_PERIOD_END = re.compile(r"(?<!\.)\.\Z")
+#: where a line ends (a JOIN ends a text), and the mark it leaves in the folded text
+_LINE_ENDS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\x00]+")
+_LINE_MARK = " \x00"
 #: an exit code, as extracted (``exit code 2``)
 _EXIT_CODE = re.compile(r"exit code ([0-9]+)")
 
@@ -213,6 +222,7 @@ class Haystack:
         "_cased",
         "_escaped",
         "_exit_codes",
+        "_lined",
         "_present",
         "_unescaped",
         "folded",
@@ -225,6 +235,8 @@ class Haystack:
         self._cased: str | None = forms[0] if forms is not None else None
         self.folded = forms[1] if forms is not None else normalize(text)
         self._exit_codes: frozenset[int] | None = None
+        #: `folded` with each line's end marked (:meth:`_ends_a_line`), made when first asked
+        self._lined: str | None = None
         self._escaped: bool | None = None
         #: the words after the escapes of its escaped lines (factescapes), joined,
         #: when it has some; False until asked
@@ -283,6 +295,8 @@ class Haystack:
             return True
         if kind in ("number", "error") and " " in normalized:
             return self._read_as(normalized)
+        if kind in _SENTENCE_KINDS and _PERIOD_END.search(normalized) is not None:
+            return self._ends_a_line(normalized[:-1])
         if not path or (_SEPARATED.match(normalized) or _UNC.match(normalized)) is None:
             return False
         if ":" not in normalized and not self._doubled():
@@ -294,6 +308,19 @@ class Haystack:
         if self._escaped is None:
             self._escaped = "//" in self.folded.replace("://", "")
         return self._escaped
+
+    def _ends_a_line(self, sentence: str) -> bool:
+        """Whether `sentence` (a decision or constraint without its final ``.``) stands
+        at the end of a line or of a text: the extraction ends a sentence at a newline
+        as at a ``. ``, so ``The fix is in `x`.`` and the same words ending a line state
+        one choice. Not before more words on the line (``We use foo.`` is not stated by
+        ``we use foo bar``). The text is read a second time, with line ends kept, only
+        when the sentence is found without its period at all."""
+        if not self._holds(False, False, sentence, False):
+            return False
+        if self._lined is None:
+            self._lined = normalize(_LINE_ENDS.sub(_LINE_MARK, self.text)) + _LINE_MARK
+        return contains(self._lined, sentence + _LINE_MARK)
 
     def _read_as(self, normalized: str) -> bool:
         """Whether the text states a fact the extraction words its own way in the words

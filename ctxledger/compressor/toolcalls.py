@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -36,6 +37,7 @@ __all__ = [
     "bare_tool_name",
     "call_name_and_args",
     "call_parts",
+    "command_fact",
     "command_line",
     "parse_arguments",
     "result_text",
@@ -157,6 +159,28 @@ def command_line(command: str) -> str:
             return line
         first = first or (line if stripped else "")
     return first
+
+
+def command_fact(command: str) -> str:
+    """What a shell command states as a fact: its :func:`command_line`, or, when that
+    line leaves a quote open (``cd /testbed && python3 -c "`` then a script), the line
+    and the rest of the command after it on one line (blanks collapsed). The open line
+    alone names no script: every inline script of a session shares it, so a summary
+    that kept any of them would state all of them."""
+    line = command_line(command)
+    if not _leaves_quote_open(line):
+        return line
+    return " ".join(command[command.find(line) :].split())
+
+
+#: a line whose quotes all close, read as a shell reads them (a ``\\`` escapes the next
+#: character outside single quotes; a last one outside quotes escapes the newline)
+_QUOTES_CLOSED = re.compile(r"""(?:[^'"\\]|\\.|\\\Z|'[^']*'|"(?:[^"\\]|\\.)*")*""", re.DOTALL)
+
+
+def _leaves_quote_open(line: str) -> bool:
+    """Whether `line` ends inside a ``'`` or ``"`` string (:data:`_QUOTES_CLOSED`)."""
+    return ("'" in line or '"' in line) and _QUOTES_CLOSED.fullmatch(line) is None
 
 
 def call_name_and_args(call: Any) -> tuple[str, dict[str, Any]]:

@@ -296,9 +296,12 @@ class EventStore(abc.ABC):
 
     def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """:meth:`append_many` of requests whose events may be generators, for new events
-        (an import): one transaction, all or nothing. This default (PostgreSQL too) reads
-        each request whole first; SQLite encodes and inserts a chunk at a time
-        (:mod:`.streamed`) and refuses a re-send (InvalidInput) where this is a no-op."""
+        (an import): one transaction, all or nothing. This default reads each request
+        whole first; SQLite and PostgreSQL encode and write a chunk at a time
+        (:mod:`.streamed`, :mod:`.postgres_stream`) and refuse a re-send (InvalidInput)
+        where this is a no-op. On PostgreSQL an ``expected_version`` of None does not
+        absorb a concurrent writer: a row another appender wrote to the stream while the
+        streamed append held the lock is a ConcurrencyError (nothing appended; retry)."""
         return self.append_many(
             [AppendRequest(r.stream, list(r.events), r.expected_version) for r in requests]
         )

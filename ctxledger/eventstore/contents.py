@@ -61,7 +61,9 @@ __all__ = [
     "hydrate_shared",
     "layout_problem",
     "layout_refs",
+    "remember_hash",
     "remembering_hashes",
+    "remembering_refs",
     "shared_contents",
     "sharing_contents",
 ]
@@ -234,6 +236,9 @@ def dehydrate_shared(event: Event, threshold: int) -> tuple[Event, dict[str, byt
         hashed = _HASHED.get()
         if hashed is not None:
             hashed[id(content)] = (content, ref)
+        by_event = _REFS.get()
+        if by_event is not None:
+            by_event[event.event_id] = ref
     return dehydrate(event, threshold, ref=ref, data=data)
 
 
@@ -254,6 +259,32 @@ def remembering_hashes() -> Iterator[None]:
         yield
     finally:
         _HASHED.reset(token)
+
+
+#: event id -> ref: the refs :func:`dehydrate_shared` hashed for long contents inside
+#: :func:`remembering_refs` (a streamed import: ids and refs only, no content held)
+_REFS: ContextVar[dict[str, str] | None] = ContextVar("ctxledger_refs_by_event", default=None)
+
+
+@contextlib.contextmanager
+def remembering_refs() -> Iterator[dict[str, str]]:
+    """Collect, by event id, the refs the appends in the block hash for long contents:
+    a streamed import reads those messages back after its commit and hands each content
+    its ref (:func:`remember_hash`) instead of hashing it a second time."""
+    refs: dict[str, str] = {}
+    token = _REFS.set(refs)
+    try:
+        yield refs
+    finally:
+        _REFS.reset(token)
+
+
+def remember_hash(text: str, ref: str) -> None:
+    """Inside :func:`remembering_hashes`: `ref` is the sha256 of that very string's UTF-8
+    (the caller knows: the append hashed it), for :func:`hashed_ref`."""
+    hashed = _HASHED.get()
+    if hashed is not None:
+        hashed[id(text)] = (text, ref)
 
 
 def hashed_ref(text: str) -> str | None:

@@ -26,11 +26,14 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "HEAD_SUFFIX",
+    "JOURNAL_SUFFIX",
     "LEASES_SUFFIX",
     "LOCK_SUFFIX",
+    "SHM_SUFFIX",
     "SIDE_SUFFIXES",
     "SQLITE_HEADER",
     "SQLITE_SIDES",
+    "WAL_SUFFIX",
     "close_side_lock",
     "create_ledger_file",
     "create_private_file",
@@ -40,8 +43,11 @@ __all__ = [
     "side_folder",
 ]
 
+#: ``<ledger>-wal``, ``<ledger>-shm``, ``<ledger>-journal``: SQLite's write-ahead log, its
+#: shared-memory index, and its rollback journal
+WAL_SUFFIX, SHM_SUFFIX, JOURNAL_SUFFIX = "-wal", "-shm", "-journal"
 #: the files SQLite itself keeps beside a database
-SQLITE_SIDES = ("-wal", "-shm", "-journal")
+SQLITE_SIDES = (WAL_SUFFIX, SHM_SUFFIX, JOURNAL_SUFFIX)
 #: ``<ledger>.lock``: the side lock file (:func:`open_side_lock`)
 LOCK_SUFFIX = ".lock"
 #: ``<ledger>.leases/``: the folder of lease files (:mod:`.leases`)
@@ -224,7 +230,7 @@ def create_private_file(path: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         _check_database_file(path)
-        for name in (path, path + "-wal", path + "-shm"):
+        for name in (path, path + WAL_SUFFIX, path + SHM_SUFFIX):
             with contextlib.suppress(OSError):  # not ours, or gone: leave it to its owner
                 st = os.stat(name)
                 if st.st_uid == os.getuid() and st.st_mode & 0o077 and stat.S_ISREG(st.st_mode):

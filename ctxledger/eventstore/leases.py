@@ -106,7 +106,7 @@ def try_file_lease(ledger_path: str, key: str) -> Release | None:
     """``flock`` the lease file of `key` without waiting; raises OSError if it cannot be
     made, StoreError if ``<ledger>.leases`` or the file is a link (see :mod:`.files`)."""
     with side_folder(ledger_path) as (folder, name, owner):
-        inside = open_side_folder(folder, name + ".leases", owner)
+        inside = open_side_folder(folder, name + LEASES_SUFFIX, owner)
         try:
             if owner is not None and os.fstat(inside).st_uid != owner[0]:
                 owner = None  # (a lease folder that is not theirs: nothing is handed over in it)
@@ -161,7 +161,7 @@ def _why_no_lease_files(ledger_path: str, key: str, exc: OSError) -> str:
     """`exc`'s reason, and a file or folder of another user's in the way (a lease file
     root left there in an older version, say), with what to do."""
     why = exc.strerror or str(exc)
-    for path in (str(lease_file(ledger_path, key)), ledger_path + ".leases"):
+    for path in (str(lease_file(ledger_path, key)), ledger_path + LEASES_SUFFIX):
         if belongs_to_another(path, follow=False):
             return (
                 f"{why}: {path} belongs to {owner_name(path) or 'another user'}; "

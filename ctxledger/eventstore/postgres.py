@@ -76,6 +76,7 @@ from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
 from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schema
+from ctxledger.eventstore.postgres_stream import PgStreamed
 from ctxledger.eventstore.postgres_url import (
     SCHEMA_NAME,
     describe,
@@ -111,7 +112,7 @@ _IDLE_REREAD = 1.0
 _RACE_RETRIES = 50
 
 
-class PostgresEventStore(PgDerived, EventStore):
+class PostgresEventStore(PgDerived, PgStreamed, EventStore):
     """An event store in a PostgreSQL database (schema ``public`` unless told otherwise).
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``); a ``schema=NAME``

@@ -43,7 +43,15 @@ from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import AppendRequest, PreparedBatch
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_header, chain_rows, chain_tip
 
-__all__ = ["PREPARED", "Placed", "copy_append", "copy_shaped", "hash_rows", "unprepared"]
+__all__ = [
+    "PREPARED",
+    "Placed",
+    "RowPacker",
+    "copy_append",
+    "copy_shaped",
+    "hash_rows",
+    "unprepared",
+]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -248,22 +256,37 @@ def _stream_rows(
     seq: int,
     prev: str,
 ) -> None:
-    """Hash (per-event rows, exactly :func:`~ctxledger.eventstore.rows.chain_rows`) and
-    pack the rows after (seq, prev) as binary ``COPY`` rows; send them ``_STEP`` at a time.
+    """Hash and pack the rows after (seq, prev) as binary ``COPY`` rows (:class:`RowPacker`)."""
+    packer = RowPacker(conn, seq, prev)
+    for batch in batches:
+        if batch.rows:
+            stream_id, version = found[batch.stream]
+            packer.add(batch.rows, batch.stream, stream_id, version)
+    packer.finish()
+
+
+class RowPacker:
+    """One ``COPY``'s data: rows hashed (per-event rows, exactly
+    :func:`~ctxledger.eventstore.rows.chain_rows`) after (seq, prev) and packed as binary
+    ``COPY`` rows, sent ``_STEP`` at a time; ``seq`` and ``prev`` follow the last row.
 
     One loop, one ``struct`` call per row (a ``Struct`` per shape of the id and kind):
     the row's fixed fields and its id and kind, then the payload, then the hash."""
-    text = conn.info.encoding
-    sha256, header = hashlib.sha256, chain_header
-    shapes: dict[tuple[int, int], Callable[..., bytes]] = {}
-    parts: list[bytes] = [_SIGNATURE]
-    count = 0
-    for batch in batches:
-        if not batch.rows:
-            continue
-        stream = batch.stream
-        stream_id, version = found[stream]
-        for event_id, kind, schema, payload in batch.rows:
+
+    def __init__(self, conn: Conn, seq: int, prev: str) -> None:
+        self.conn, self.seq, self.prev = conn, seq, prev
+        self._shapes: dict[tuple[int, int], Callable[..., bytes]] = {}
+        self._parts: list[bytes] = [_SIGNATURE]
+        self._count = 0
+
+    def add(
+        self, rows: list[tuple[str, str, int, bytes]], stream: str, stream_id: int, version: int
+    ) -> int:
+        """Pack `rows` of `stream` after its `version`; returns the version after them."""
+        conn, text = self.conn, self.conn.info.encoding
+        sha256, header, shapes = hashlib.sha256, chain_header, self._shapes
+        seq, prev, parts, count = self.seq, self.prev, self._parts, self._count
+        for event_id, kind, schema, payload in rows:
             seq += 1
             version += 1
             digest = sha256(header((prev, seq, stream, version, event_id, kind, schema)))
@@ -285,8 +308,14 @@ def _stream_rows(
             if count == _STEP:
                 send_rows(conn, parts)
                 parts, count = [], 0
-    parts.append(_TRAILER)
-    send_rows(conn, parts)
+        self.seq, self.prev, self._parts, self._count = seq, prev, parts, count
+        return version
+
+    def finish(self) -> None:
+        """The trailer, and whatever waits, sent."""
+        self._parts.append(_TRAILER)
+        send_rows(self.conn, self._parts)
+        self._parts, self._count = [], 0
 
 
 def send_rows(conn: Conn, parts: list[bytes]) -> None:

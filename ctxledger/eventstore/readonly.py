@@ -42,7 +42,14 @@ import stat
 import urllib.parse
 
 from ctxledger.errors import LedgerChanged, StorageFullError, StoreError
-from ctxledger.eventstore.files import SQLITE_SIDES
+from ctxledger.eventstore.files import (
+    JOURNAL_SUFFIX,
+    LEASES_SUFFIX,
+    LOCK_SUFFIX,
+    SHM_SUFFIX,
+    SQLITE_SIDES,
+    WAL_SUFFIX,
+)
 from ctxledger.inputfile import shown_path
 
 __all__ = [
@@ -107,8 +114,8 @@ def unwritable_part(path: str) -> str | None:
         return real
     if not _writable(os.path.dirname(real), os.W_OK | os.X_OK):
         return os.path.dirname(real)
-    sides = [real + s for s in ("-wal", "-shm", ".lock") if os.path.lexists(real + s)]
-    leases = real + ".leases"
+    sides = [real + s for s in (WAL_SUFFIX, SHM_SUFFIX, LOCK_SUFFIX) if os.path.lexists(real + s)]
+    leases = real + LEASES_SUFFIX
     if os.path.isdir(leases) and belongs_to_another(leases, follow=False):
         sides.append(leases)
     # (a side that vanished since it was listed — SQLite removes the -wal and -shm when
@@ -149,7 +156,7 @@ def _locking_read_makes_nothing_foreign(real: str) -> bool:
     own = os.path.exists(real) and not belongs_to_another(real)
     if own and _writable(os.path.dirname(real), os.W_OK | os.X_OK):
         return True
-    return _readable(real + "-shm") and _readable(real + "-wal")
+    return _readable(real + SHM_SUFFIX) and _readable(real + WAL_SUFFIX)
 
 
 def _wal_with_no_side_files(real: str) -> bool:
@@ -174,7 +181,7 @@ def tidy_side_files(path: str) -> None:
     this writes nothing to it) and a folder this process may write; never while another
     has it open. Through a symlink, beside the file it names (where SQLite put them)."""
     real = os.path.realpath(path)
-    wal = real + "-wal"
+    wal = real + WAL_SUFFIX
     try:
         if os.path.getsize(wal) != 0 or not os.access(os.path.dirname(wal) or ".", os.W_OK):
             return
@@ -253,12 +260,12 @@ def read_only_target(path: str) -> str | None:
             f"no ledger file at {shown_path(path)}: a read-only open reads an existing ledger; nothing "
             "was created"
         )
-    if _size(real) == 0 and not os.path.lexists(real + "-wal"):
+    if _size(real) == 0 and not os.path.lexists(real + WAL_SUFFIX):
         return None
     uri = "file:" + urllib.parse.quote(os.fsencode(real))
     if _locking_read_makes_nothing_foreign(real):
         return uri + "?mode=ro"
-    for side, what in (("-wal", "write-ahead log"), ("-journal", "rollback journal")):
+    for side, what in ((WAL_SUFFIX, "write-ahead log"), (JOURNAL_SUFFIX, "rollback journal")):
         if _size(real + side) > 0:
             raise StoreError(
                 f"the ledger {path} has a {what} ({real}{side}) not yet merged into it "
@@ -324,7 +331,7 @@ def connect_read_only(path: str) -> tuple[sqlite3.Connection, Unchanged | None]:
 def side_file_remedy(path: str) -> str:
     """What to do about `path`, a file beside a ledger that another user owns: a lock or
     lease file holds no data and may be removed; any other (a -wal file) must not be."""
-    if path.endswith((".lock", ".leases")) or ".leases" + os.sep in path:
+    if path.endswith((LOCK_SUFFIX, LEASES_SUFFIX)) or LEASES_SUFFIX + os.sep in path:
         return "remove it as its owner or root (it holds only locks, no data)"
     return (
         "run the command as its owner, or have the file given to you (chown); never "

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from ctxledger.errors import ImportFormatError
-from ctxledger.eventstore.files import SQLITE_HEADER
+from ctxledger.eventstore.files import SQLITE_HEADER, WAL_SUFFIX
 from ctxledger.importers.anthropic import parse_anthropic
 from ctxledger.importers.claude_code import parse_claude_code
 from ctxledger.importers.codex import parse_codex
@@ -286,7 +286,7 @@ def file_digest(data: bytes | None, path: str) -> str:
         digest.update(data)
         return digest.hexdigest()
     _hash_file(digest, path)
-    wal = path + "-wal"
+    wal = path + WAL_SUFFIX
     if os.path.isfile(wal):
         digest.update(b"\x00-wal\x00")
         _hash_file(digest, wal)

@@ -203,10 +203,10 @@ class Asked(NamedTuple):
         refusal still pending."""
         caller = None if force else compress_caller()
         if caller == HYGIENE_CALLER:
-            return cls(focus, force, tokens, agent, None, hygiene_hard_limit())
+            return cls(focus, force, tokens, agent, hygiene=hygiene_hard_limit())
         if caller in REQUEST_CALLERS:
-            return cls(focus, force, tokens, agent, None, 0, True)
-        return cls(focus, force, tokens, agent, refused)
+            return cls(focus, force, tokens, agent, requested=True)
+        return cls(focus, force, tokens, agent, refused=refused)
 
     async def run(self, svc: ContextService, sid: str, focus: str | None) -> TurnResult:
         if self.force:

@@ -76,10 +76,10 @@ class Shared:
         if reason not in OVERFLOW_REASONS:
             return
         turn, made = str(hook.get("turn_id") or ""), turn_attempts()
-        last, count = self._turns.get(session, ("", 0))
-        count = count + 1 if turn and turn == last else 1  # the turn's refusals
-        if made is not None:  # Hermes's own count (its pre-API compactions too)
-            count = made + 1
+        last, seen = self._turns.get(session, ("", 0))
+        if made is None:  # no count from Hermes's loop: the turn's refusals counted here
+            made = seen if turn and turn == last else 0
+        count = made + 1  # (Hermes's own count takes in its pre-API compactions too)
         self._turns[session] = (turn, count)
         if count <= HERMES_ATTEMPTS and compaction_answers(str(reason), hook.get("error")):
             self.refused[session] = str(reason)

@@ -103,7 +103,10 @@ def backfill_derived(store: EventStore) -> Backfill:
     for _seq, ref, (kind, version, _compute), found, value in _recomputed(store, contents):
         if found != value and value is not None:
             store.put_derived(ref, kind, version, value)
-            stored, replaced = (stored + 1, replaced) if found is None else (stored, replaced + 1)
+            if found is None:
+                stored += 1
+            else:
+                replaced += 1
     return Backfill(stored, replaced, contents.unreadable)
 
 

@@ -35,9 +35,7 @@ from ctxledger.events import (
     NoticeIssued,
     PressureWarning,
     SessionReason,
-    SessionStarted,
     ToolCallIdsRepaired,
-    ToolsDeclared,
     UsageReported,
     envelope,
     said,
@@ -53,21 +51,18 @@ from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.callrepairs import repair_event
 from ctxledger.ledger.derived import store_quietly
 from ctxledger.ledger.eventcheck import check_decodable, check_references, listed
+from ctxledger.ledger.openingevents import opening_events
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message
 from ctxledger.ledger.spec import (
     SessionSpec,
     check_end_reason,
     check_model,
-    check_names,
     check_session_id,
-    checked_tools,
     inherit_loop,
-    prompt_event,
-    with_loop,
 )
 from ctxledger.ledger.streamappend import append_streamed
-from ctxledger.limits import check_context_length, check_input_text, check_seq, check_text
+from ctxledger.limits import check_context_length, check_seq, check_text
 from ctxledger.messages import JSON, CallIdRepair, CallLedger, repair_call_ids, validate_messages
 from ctxledger.projections import (
     ChainsProjection,
@@ -77,7 +72,7 @@ from ctxledger.projections import (
     SessionView,
     TranscriptProjection,
 )
-from ctxledger.tokens import DEFAULT_ENCODING, count_messages, count_tools
+from ctxledger.tokens import DEFAULT_ENCODING, count_messages
 from ctxledger.usage import NO_USAGE, check_usage_report, normalize_usage
 
 #: what the runtime records about its own decisions (``Ledger.append_events``)
@@ -269,46 +264,7 @@ class Ledger:
         Shared by :meth:`start` and imports, so every session is checked alike
         (``spec.session_id`` is ignored: ``sid`` is the id).
         """
-        model, system_prompt, tools, encoding = (
-            spec.model,
-            spec.system_prompt,
-            spec.tools,
-            spec.encoding,
-        )
-        check_names(spec)
-        ctx = spec.context_length  # 0 is out of range, not a request for the default
-        if ctx is None:
-            ctx = self.config.context_length
-        if ctx is None:
-            raise InvalidInput(
-                "context_length must be an integer ≥ 1024 (got None); pass --context-length "
-                "or set context_length in the config"
-            )
-        ctx = check_context_length(ctx)
-        if system_prompt is not None:
-            check_input_text(system_prompt, "system_prompt")
-        tool_list: list[JSON] = checked_tools(tools)
-        events: list[Event] = [
-            SessionStarted(
-                **self.event_fields(sid),
-                model=model,
-                context_length=ctx,
-                parent_session_id=spec.parent_session_id,
-                reason=spec.reason,
-                title=spec.title,
-                source=spec.source,
-                encoding=encoding,
-                config=with_loop(self.config.to_snapshot(), spec.loop),
-            )
-        ]
-        if system_prompt is not None:
-            events.append(
-                prompt_event(self.event_fields(sid), system_prompt, spec.system_role, encoding)
-            )
-        if tool_list:
-            tokens = count_tools(tool_list, encoding)
-            events.append(ToolsDeclared(**self.event_fields(sid), tools=tool_list, tokens=tokens))
-        return events
+        return opening_events(sid, spec, self.config, self.event_fields)
 
     def start_session(
         self,

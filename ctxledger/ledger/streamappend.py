@@ -7,7 +7,9 @@ the events a chunk at a time as the store reads them
 (``EventStore.append_stream``, one transaction: an error anywhere appends nothing),
 and folds them from their heads afterwards, bodies left in the log. The derived values
 of long messages (:mod:`ctxledger.ledger.derived`) are stored after the commit from
-the events read back by seq, as ``append`` stores them from the events it was given.
+the events read back by seq, as ``append`` stores them from the events it was given;
+each long content read back is handed the ref the append hashed for its event
+(``contents.remembering_refs``), so it is hashed once (session 41).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from ctxledger.compressor.factstore import stored_content
 from ctxledger.events import Event, MessageAppended
 from ctxledger.eventstore.base import AppendRequest, EventStore, StreamedRequest
-from ctxledger.eventstore.contents import remembering_hashes
+from ctxledger.eventstore.contents import remember_hash, remembering_hashes, remembering_refs
 from ctxledger.eventstore.streamed import chunks
 from ctxledger.ledger.derived import store_quietly
 from ctxledger.ledger.eventcheck import check_decodable, check_references
@@ -85,15 +87,29 @@ def append_streamed(
             if checked.long_at:
                 _store_derived(store, checked.long)
         return
-    store.append_stream(checked.requests(requests))
+    with remembering_refs() as refs:  # (the refs the store hashed, by event id)
+        store.append_stream(checked.requests(requests))
     if not checked.long_at:
         return
     span = written_span(store)
     try:
         for seqs in chunks([span[0] + i for i in checked.long_at] if span else []):
-            _store_derived(store, [r.event for r in store.read_at(seqs)])
+            with remembering_hashes():  # each content read back is handed its ref
+                events = [r.event for r in store.read_at(seqs)]
+                _hand_refs(events, refs)
+                _store_derived(store, events)
     except Exception:  # (after the commit: the import stands; store_quietly logs its own)
         _log.debug("the long messages of an import were not read back", exc_info=True)
+
+
+def _hand_refs(events: list[Event], refs: dict[str, str]) -> None:
+    """Each long content read back gets the ref the append hashed for its event (the
+    blob its row names: that text's sha256), so the derived values do not hash it again."""
+    for event in events:
+        ref = refs.get(event.event_id)
+        content = stored_content(event.message) if type(event) is MessageAppended else None
+        if ref is not None and content is not None:
+            remember_hash(content, ref)
 
 
 def _store_derived(store: EventStore, events: list[Event]) -> None:

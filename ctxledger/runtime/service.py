@@ -299,8 +299,9 @@ class ContextService(ServiceCore):
         (:class:`~ctxledger.runtime.engine.HostAgents`). Unnamed, a what-if may not replay
         it exactly (its own loop's no-op passes strike the shared slot): name the agent."""
         focus = focus_topic(focus)
-        why = (refused, hygiene, requested)
-        trigger, tokens = host_size(agent, tokens, beyond, why, hard_limit)
+        trigger, tokens = host_size(
+            agent, tokens, beyond, hard_limit, refused=refused, hygiene=hygiene, requested=requested
+        )
         sid = self._live_tip(session_id)
         estimate = self._estimate(sid)
         measured = estimate + beyond if beyond is not None else tokens

@@ -51,25 +51,28 @@ def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-#: the triggers of a host's decision for a reason (``host_compress``'s `refused`,
-#: `hygiene`, `requested`); without one it is ``preflight``
-HOST_REASONS: tuple[Trigger, ...] = ("overflow", "hygiene", "requested")
-
-
 def host_size(
     agent: str | None,
     tokens: int | None,
     beyond: int | None,
-    why: tuple[bool, bool, bool],
     hard_limit: int | None = None,
+    *,
+    refused: bool,
+    hygiene: bool,
+    requested: bool,
 ) -> tuple[Trigger, int | None]:
-    """``ContextService.host_compress``'s arguments checked (`why`: its reasons, at most
-    one, as :data:`HOST_REASONS` names them); the trigger they record, and the size the
-    host measured (`tokens`) as the ledger takes it."""
-    reasons: list[Trigger] = [t for t, v in zip(HOST_REASONS, why, strict=True) if v]
+    """``ContextService.host_compress``'s arguments checked (its reasons, at most one:
+    `refused` records ``overflow``, `hygiene` and `requested` their own; without one it
+    is ``preflight``); the trigger they record, and the size the host measured
+    (`tokens`) as the ledger takes it."""
+    named: tuple[tuple[Trigger, bool], ...] = (
+        ("overflow", refused),
+        ("hygiene", hygiene),
+        ("requested", requested),
+    )
+    reasons: list[Trigger] = [t for t, v in named if v]
     if len(reasons) > 1:
         raise InvalidInput(f"a host's compaction has one reason, not {' and '.join(reasons)}")
-    hygiene = reasons == ["hygiene"]
     if hard_limit is not None and not (hygiene and is_int(hard_limit) and hard_limit > 0):
         raise InvalidInput(f"hard_limit is a hygiene's positive message count, got {hard_limit!r}")
     if agent is not None and (not isinstance(agent, str) or not agent):

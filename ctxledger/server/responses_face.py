@@ -53,7 +53,8 @@ from ctxledger.server.formats import (
     _tools,
 )
 from ctxledger.server.history import strip_cache_markers
-from ctxledger.server.proxy import SESSION_HEADER, Api, proxy_handler
+from ctxledger.server.proxy import SESSION_HEADER, proxy_handler
+from ctxledger.server.proxyfaces import Api
 from ctxledger.server.routing import Endpoint
 from ctxledger.server.upstream_reply import (
     BadUpstreamReply,

@@ -57,6 +57,13 @@ def check_upstream(url: str) -> str:
     return url
 
 
+def _seconds(name: str, value: float) -> None:
+    """ValueError unless `value` is a finite positive number of seconds (not 0, a
+    negative, infinity or NaN: none of them is a timeout)."""
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
 class ServerState:
     """What every handler shares: the service, the settings, the upstream client, the locks."""
 
@@ -76,10 +83,8 @@ class ServerState:
     ) -> None:
         if api not in DEFAULT_UPSTREAMS:
             raise ValueError(f"api must be openai or anthropic, not {api!r}")
-        if not 0 < turn_timeout < float("inf"):
-            raise ValueError(
-                f"turn_timeout must be a positive number of seconds, not {turn_timeout!r}"
-            )
+        _seconds("stall_timeout", stall_timeout)
+        _seconds("turn_timeout", turn_timeout)
         self.service = service
         self.ledger: Ledger = service.ledger
         self.token = token

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import httpx
+from helpers.asgi import request_body, respond
 
 from ctxledger.compressor.summarizers.base import Summarizer, render_sections
 from ctxledger.compressor.summarizers.fallback import FallbackSummarizer
@@ -26,12 +27,7 @@ Scope = dict[str, Any]
 async def fake_model(scope: Scope, receive: Any, send: Any) -> None:
     """A chat-completions endpoint whose summary names the files its prompt mentions."""
     assert scope["type"] == "http"
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await request_body(receive)
     prompt = json.dumps(json.loads(body)["messages"])
     files = sorted(set(re.findall(r"[\w/]+\.py", prompt)))
     text = render_sections({"goal": ["Fix the failing test."], "files": files})
@@ -42,10 +38,7 @@ async def fake_model(scope: Scope, receive: Any, send: Any) -> None:
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
     }
-    payload = json.dumps(reply).encode()
-    headers = [(b"content-type", b"application/json")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    await respond(send, 200, "application/json", json.dumps(reply).encode())
 
 
 class TestOfflineSummarizer(SummarizerContract):

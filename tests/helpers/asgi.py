@@ -3,6 +3,7 @@ them in Hermes's own virtualenv, where ctxledger is not installed)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -21,3 +22,17 @@ async def request_body(receive: Any) -> bytes:
         body += message.get("body", b"")
         if not message.get("more_body"):
             return body
+
+
+async def respond(
+    send: Any,
+    status: int,
+    content_type: str,
+    body: bytes,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    """A whole ASGI response: `status`, its content type and length (then `headers`),
+    and `body` in one message."""
+    start = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": [*start, *headers]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -3,8 +3,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ctxledger.compressor.facts import extract_facts, fact_in_text
 from helpers.reference_facts import facts as reference
+
+
+def one_message(text: str, role: str = "tool") -> dict[str, Any]:
+    """One message of `role` saying `text` (a tool message answers call ``c``)."""
+    message: dict[str, Any] = {"role": role, "content": text}
+    if role == "tool":
+        message["tool_call_id"] = "c"
+    return message
 
 
 def facts_of(text: str, kind: str, role: str = "tool") -> list[str]:

@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 
 from ctxledger.tokens import count_messages
-from helpers.asgi import request_body, serve_lifespan
+from helpers.asgi import request_body, respond, serve_lifespan
 
 
 @dataclass(frozen=True)
@@ -254,14 +254,7 @@ async def _raw(send: Any, raw: Raw) -> None:
 
 
 async def _respond(send: Any, status: int, content_type: str, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", content_type.encode()), (b"x-request-id", b"req-fake")],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await respond(send, status, content_type, body, [(b"x-request-id", b"req-fake")])
 
 
 def _openai_usage(prompt: int, output: int) -> dict[str, Any]:

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+from click.testing import CliRunner
 
+from ctxledger.cli.main import cli
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
@@ -84,3 +86,9 @@ def dump_log(path: Path) -> list[list[tuple[object, ...]]]:
         ]
     finally:
         conn.close()
+
+
+def run_cli(path: Path | str, *args: str) -> tuple[int, str]:
+    """``ctxledger --db path args...`` in process: its exit code and output."""
+    result = CliRunner().invoke(cli, ["--db", str(path), *args])
+    return result.exit_code, result.output

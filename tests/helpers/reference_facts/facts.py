@@ -20,6 +20,7 @@ first occurrence.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -423,7 +424,7 @@ class _Found:
         for key, value in leaves:
             lowered = key.lower()
             if lowered in command_keys:
-                self.add("command", offset, _cap(_runs(value), COMMAND_MAX_CHARS))
+                self.add("command", offset, _cap(_script_or_runs(value), COMMAND_MAX_CHARS))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
                 # a multi-line argument is a script or a file body, a command is code: not prose
                 prose = "\n" not in value.strip() and lowered not in command_keys
@@ -549,3 +550,16 @@ def _runs(command: str) -> str:
     lines = [line for line in command.splitlines() if line.strip()]
     ran = [line for line in lines if not line.strip().startswith("#")]
     return (ran or lines or [""])[0]
+
+
+def _script_or_runs(command: str) -> str:
+    """Session 41: :func:`_runs`, unless a shell would read that line as ending inside a
+    quote (an inline script's ``python3 -c "``): then it and all that follows it, with
+    every run of blanks one space."""
+    ran = _runs(command)
+    try:
+        shlex.split(ran + "_")  # (a last backslash escapes the ``_``, inside quotes or not)
+    except ValueError as error:
+        if "closing quotation" in str(error):
+            return " ".join(command[command.index(ran) :].split())
+    return ran

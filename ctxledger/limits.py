@@ -327,8 +327,8 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
 def _key_path(path: str, key: str) -> str:
     if key.isidentifier() and len(key) <= 40:
         return f"{path}.{key}" if path else key
-    shown = key if len(key) <= 40 else key[:40] + "…"
-    return f"{path}[{shown!r}]"
+    cut = key if len(key) <= 40 else key[:40] + "…"
+    return f"{path}[{cut!r}]"
 
 
 def check_json(value: Any, field: str) -> Any:

@@ -302,7 +302,7 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
         if isinstance(item, Mapping) and (item is value or isinstance(item, dict)):
             for key in item:
                 if not isinstance(key, str):
-                    return f"{path or whole} has a key that is not text: {key!r}"
+                    return f"{path or whole} has a key that is not text: {shown(key)}"
             stack.extend((item[k], _key_path(path, k)) for k in reversed(list(item)))
         elif isinstance(item, list | tuple):
             stack.extend((item[i], f"{path}[{i}]") for i in reversed(range(len(item))))

@@ -195,6 +195,34 @@ def test_shown_is_short_and_never_raises() -> None:
     assert shown("ab") == "'ab'" and shown(12) == "12" and shown(None) == "None"
 
 
+def _deep_tuple(levels: int) -> Any:
+    value: Any = ()
+    for _ in range(levels):
+        value = (value,)
+    return value
+
+
+@pytest.mark.parametrize("key", [10**5000, _deep_tuple(5000)], ids=["5000 digits", "deep tuple"])
+def test_a_key_that_is_not_text_is_quoted_short(ledger: tuple[Ledger, str], key: Any) -> None:
+    """A non-text dict key was quoted with repr: ValueError for a 5,000-digit int,
+    RecursionError for a tuple nesting 5,000 levels (review HIGH)."""
+    led, sid = ledger
+    cases: list[Callable[[], Any]] = [
+        lambda: led.report_usage(sid, {"prompt_tokens": 5, "x": {key: 1}}),
+        lambda: led.start_session(model="m", tools=[{"type": "function", key: 1}]),
+        lambda: led.append_messages(sid, [{"role": "user", "content": "x", key: 1}]),
+        lambda: led.append_messages(
+            sid, [{"role": "user", "content": [{"type": "text", "text": "x", key: 1}]}]
+        ),
+    ]
+    for index, call in enumerate(cases):
+        try:
+            text = _refused(led, call, CtxLedgerError)
+        except BaseException as exc:  # name the case that failed
+            raise AssertionError(f"case {index}: {exc!r:.300}") from exc
+        assert "key that is not text" in text, (index, text)
+
+
 # ------------------------------------------------------------------------ numbers and types
 
 

@@ -111,6 +111,41 @@ def test_a_usage_report_nesting_thousands_of_levels_is_refused(ledger: tuple[Led
     assert text.startswith("usage nests deeper than 100 levels"), text
 
 
+def _nest(levels: int) -> Any:
+    """A dict nesting `levels` levels (itself level 1, as a message counts)."""
+    value: Any = None
+    for _ in range(levels):
+        value = {"n": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [100, 101])
+def test_the_nesting_limit_counts_tools_and_usage_as_it_counts_messages(
+    ledger: tuple[Ledger, str], levels: int
+) -> None:
+    """At exactly the limit (100) a tool, a usage block and a message are taken; one
+    level more and each is refused (review M2)."""
+    led, sid = ledger
+    cases: list[Callable[[], Any]] = [
+        lambda: led.report_usage(sid, {"prompt_tokens": 5, "x": _nest(levels - 1)}),
+        lambda: led.start_session(
+            model="m",
+            tools=[
+                {"type": "function", "function": {"name": "a", "parameters": _nest(levels - 2)}}
+            ],
+        ),
+        lambda: led.append_messages(
+            sid, [{"role": "user", "content": "x", "x": _nest(levels - 1)}]
+        ),
+    ]
+    for index, call in enumerate(cases):
+        if levels == 100:
+            call()
+            continue
+        text = _refused(led, call, CtxLedgerError)
+        assert "nests deeper than 100 levels" in text, (index, text)
+
+
 @pytest.mark.parametrize(
     "raw", [_selfish_dict(), {"a": _deep(5000)}, {"input_tokens": _selfish_dict()}]
 )

@@ -27,6 +27,7 @@ from ctxledger.limits import (
     check_nonblank,
     check_token_count,
     max_json_depth,
+    replaying,
 )
 
 #: the shape of a response that reported no usage (absent, null, empty or all-null block)
@@ -85,14 +86,15 @@ def _get(d: Mapping[str, Any], *path: str) -> Any:
 
 def reports_nothing(raw: Any) -> bool:
     """Whether a usage block carries no figure at all: None, ``{}``, or only nulls / empty
-    blocks. Walked without recursion: a block nesting past the JSON limit (or holding
-    itself: a RecursionError) counts as reporting something, and is refused as a shape."""
-    stack, limit = [(raw, 1)], max_json_depth()
+    blocks. Walked without recursion: a new block nesting past the JSON limit (or holding
+    itself: a RecursionError) counts as reporting something, and is refused as a shape; a
+    what-if's recorded block (read from JSON: no cycle) is walked whole, as recorded."""
+    stack, limit = [(raw, 1)], None if replaying() else max_json_depth()
     while stack:
         value, level = stack.pop()
         if value is None:
             continue
-        if not isinstance(value, Mapping) or level > limit:
+        if not isinstance(value, Mapping) or (limit is not None and level > limit):
             return False
         stack.extend((child, level + 1) for child in value.values())
     return True

@@ -125,3 +125,13 @@ def test_a_passed_on_request_with_a_plain_query_still_reaches_the_upstream(
         tmp_path, ("GET", "/v1/models", b"limit=5&after=m%20x", [], b"")
     )
     assert answer[0] < 400 and upstream_calls == 1 and appended == 0
+
+
+def test_a_content_type_holding_a_tab_is_passed_on(tmp_path: Path) -> None:
+    """HTTP allows a tab in a header value; the check for printable text refused it
+    (review L5)."""
+    headers = [(b"content-type", b"application/json;\tcharset=utf-8")]
+    (answer,), appended, upstream_calls = _run(
+        tmp_path, ("POST", "/v1/embeddings", b"", headers, b'{"model": "e", "input": "hi"}')
+    )
+    assert answer[0] != 400 and upstream_calls == 1 and appended == 0, answer

@@ -67,9 +67,10 @@ def _query(request: Request) -> str:
 
 
 def _content_type(request: Request) -> str:
-    """The client's content type, passed on: ASCII text, as every forwarded header."""
+    """The client's content type, passed on: ASCII text, as every forwarded header (a tab
+    too: HTTP allows it in a header value)."""
     value = request.headers.get("content-type", "application/json")
-    if not (value.isascii() and value.isprintable()):
+    if not (value.isascii() and value.replace("\t", " ").isprintable()):
         raise HTTPError(400, "bad_header", "the content-type header must be printable ASCII text")
     return value
 

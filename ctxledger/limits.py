@@ -35,7 +35,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import shown
+from ctxledger.integers import decimal_digits, shown
 from ctxledger.unicodecheck import check_unicode, json_problem, not_unicode
 
 #: default nesting limit of a message or of tool-call arguments (JSON levels)
@@ -283,13 +283,6 @@ def _bounds_for(digits: int) -> tuple[int | float, int | float]:
 def _int_digits() -> int:
     """The most digits of a positive int stored and read back (0: no limit)."""
     return max(0, sys.get_int_max_str_digits())
-
-
-def decimal_digits(value: int) -> int:
-    """How many decimal digits `value` has (``str`` refuses past Python's limit)."""
-    magnitude = abs(value)
-    digits = max(1, int(magnitude.bit_length() * math.log10(2)))
-    return digits + 1 if magnitude >= 10**digits else digits
 
 
 def not_json(value: Any, where: str = "", whole: str = "the value") -> str | None:

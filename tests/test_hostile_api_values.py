@@ -230,6 +230,16 @@ def test_shown_is_short_and_never_raises() -> None:
     assert shown("ab") == "'ab'" and shown(12) == "12" and shown(None) == "None"
 
 
+def test_shown_counts_digits_exactly_and_says_a_cut_string_s_length() -> None:
+    """ "about N digits" rounded down (2**128 + 1 has 39, was "about 38"); a string cut
+    short did not say how long it was (review L8)."""
+    assert shown(2**128 + 1) == "an integer of 39 digits"
+    assert shown(-(10**5000)) == "an integer of 5,001 digits"
+    assert shown(10**4000 - 1) == "an integer of 4,000 digits"
+    assert shown("x" * 100) == repr("x" * 40) + "… (100 characters)"
+    assert shown(_Text("ab")) == "'ab'"
+
+
 def _deep_tuple(levels: int) -> Any:
     value: Any = ()
     for _ in range(levels):
@@ -266,7 +276,7 @@ def test_an_int_past_a_float_is_refused_as_a_cost_and_a_float_setting(
 ) -> None:
     led, sid = ledger
     text = _refused(led, lambda: led.report_usage(sid, {"prompt_tokens": 5}, cost_usd=10**400))
-    assert "cost_usd must be a finite number" in text and "400 digits" in text
+    assert "cost_usd must be a finite number" in text and "401 digits" in text
     for name in ("threshold", "target_ratio", "summary_timeout", "pressure_level"):
         with pytest.raises(InvalidConfig, match=f"{name}: expected float, got an integer"):
             CompressionConfig(**{name: 10**400})

@@ -13,6 +13,7 @@ encoder after the summary was made.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,6 +35,7 @@ from ctxledger import (
     compact,
     normalize_usage,
 )
+from ctxledger.events import CompressionSkipped
 from ctxledger.integers import shown
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
@@ -282,15 +284,31 @@ def test_an_int_past_a_float_is_refused_as_a_cost_and_a_float_setting(
             CompressionConfig(**{name: 10**400})
 
 
-@pytest.mark.parametrize("value", [None, 5, 1.5, "x", object()])
+@pytest.mark.parametrize("value", [None, 5, 1.5, "x", b"x", {"a": 1}, object()])
 def test_event_lists_of_the_wrong_type_are_refused(ledger: tuple[Ledger, str], value: Any) -> None:
     led, sid = ledger
     message = [{"role": "user", "content": "x"}]
-    if not isinstance(value, str):  # a string is a sequence of characters, each refused below
-        _refused(led, lambda: led.append_events(sid, value))
+    _refused(led, lambda: led.append_events(sid, value))
     _refused(led, lambda: led.append_messages(sid, message, extra_events=value))
     _refused(led, lambda: led.append_messages(sid, message, repairs=value))
     _refused(led, lambda: led.append_messages(sid, message, repairs=[{"old": "a"}]))
+
+
+def test_event_lists_are_any_sequence(ledger: tuple[Ledger, str]) -> None:
+    """The arguments are typed Sequence: a deque or a tuple was refused as "not a list"
+    (review L11)."""
+    led, sid = ledger
+
+    def skip() -> CompressionSkipped:
+        fields = led.event_fields(sid)
+        return CompressionSkipped(**fields, trigger="preflight", reason="too_few_messages")
+
+    before = led.version(sid)
+    led.append_events(sid, deque([skip()]))
+    led.append_events(sid, (skip(),))
+    message = [{"role": "user", "content": "x"}]
+    led.append_messages(sid, message, extra_events=deque([skip()]), repairs=deque())
+    assert led.version(sid) == before + 4
 
 
 def test_a_focus_given_as_a_str_subclass_compacts(ledger: tuple[Ledger, str]) -> None:

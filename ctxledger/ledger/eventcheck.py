@@ -36,9 +36,9 @@ __all__ = ["check_decodable", "check_references", "listed"]
 
 
 def listed(items: Any, what: str, of: type | None = None) -> list[Any]:
-    """`items` as a list when it is a list or a tuple (of `of`s), else InvalidInput naming
-    `what` (a caller's events or repairs given as None or a number were a TypeError)."""
-    if not isinstance(items, list | tuple):
+    """`items` as a list when it is a sequence (of `of`s; a deque too, not text or bytes),
+    else InvalidInput naming `what` (events or repairs given as None were a TypeError)."""
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes | bytearray):
         raise InvalidInput(f"{what} must be a list, got {type(items).__name__}")
     if of is not None and not all(isinstance(item, of) for item in items):
         raise InvalidInput(f"{what} must be a list of {of.__name__}")

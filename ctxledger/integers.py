@@ -11,6 +11,9 @@ them, and HTTP strips them around a header value); nothing is allowed inside.
 
 from __future__ import annotations
 
+import math
+import reprlib
+
 #: the most digits ``int()`` reads by default (``sys.int_info.default_max_str_digits``)
 MAX_DIGITS = 4300
 
@@ -41,4 +44,30 @@ def quoted_short(value: str) -> str:
     return repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value):,} characters)"
 
 
-__all__ = ["MAX_DIGITS", "all_digits", "ascii_int", "quoted_short"]
+def decimal_digits(value: int) -> int:
+    """How many decimal digits `value` has (``str`` refuses past Python's limit)."""
+    magnitude = abs(value)
+    digits = max(1, int(magnitude.bit_length() * math.log10(2)))
+    return digits + 1 if magnitude >= 10**digits else digits
+
+
+#: how :func:`shown` quotes: three levels of containers, a few items each, cut strings
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, 60, 60, 40
+
+
+def shown(value: object) -> str:
+    """A value of any type as an error quotes it: short, and never an error itself (a
+    list nesting 5,000 levels or holding itself raised RecursionError from ``repr``, an
+    int of 5,000 digits ValueError, a 2 MB string was quoted whole)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {decimal_digits(value):,} digits"
+    if isinstance(value, str):  # a cut says how long the whole is
+        return quoted_short(str.__str__(value))
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # a repr that raises (reprlib only covers instances of classes)
+        return f"a {type(value).__name__}"
+
+
+__all__ = ["MAX_DIGITS", "all_digits", "ascii_int", "decimal_digits", "quoted_short", "shown"]

@@ -3,19 +3,17 @@
 One module owns these rules so the library, the CLI and the service apply the same
 ones. Every walk here is iterative: a check for "too deep" must not itself recurse.
 
-- **Nesting**: a message (or the JSON inside a tool call's ``arguments``) may nest at
-  most :data:`MAX_JSON_DEPTH` levels (``$CTXLEDGER_MAX_JSON_DEPTH``). Deeper input is
-  refused at the door with the message's index; code that reads stored data bounds
-  its walks with :func:`json_text_depth` before decoding.
+- **Nesting**: a message, a tool call's ``arguments``, a tool, a usage report may nest
+  :data:`MAX_JSON_DEPTH` levels (``$CTXLEDGER_MAX_JSON_DEPTH``); deeper input is refused at
+  the door, and reads of stored data bound their walks (:func:`json_text_depth`).
 - **Size**: the CLI reads at most :data:`MAX_INPUT_BYTES` from a file or stdin
   (``$CTXLEDGER_MAX_INPUT_BYTES`` or ``import --max-bytes``), and only regular files.
 - **Names**: a model name, a title, an end reason and a session id a caller chooses are
   bounded (:data:`MAX_MODEL_CHARS`, :data:`MAX_TITLE_CHARS`, :data:`MAX_REASON_CHARS`,
-  :data:`MAX_SESSION_ID_CHARS`) and hold no control character (newline and tab
-  included) and no bidirectional-text control (:func:`check_name`): they are printed on
-  one line in tables and headers. Only new values are checked: what an old ledger holds
-  is read as it is, and a what-if replays it (:func:`replaying_recorded`). A manual
-  compression's focus is free text: at most :data:`MAX_FOCUS_CHARS`, newline and tab allowed.
+  :data:`MAX_SESSION_ID_CHARS`) and hold no control character (newline and tab included)
+  and no bidirectional-text control (:func:`check_name`): they are printed on one line.
+  Only new values are checked (an old ledger's replay as recorded: :func:`replaying_recorded`).
+  A manual compression's focus is free text: at most :data:`MAX_FOCUS_CHARS`.
 - **Numbers**: a token count is an integer in ``[0, MAX_TOKEN_COUNT]`` (a float is
   accepted only when it is integral, ``12.0``); a context length is an integer in
   ``[1024, MAX_CONTEXT_LENGTH]``. Anything else is rejected with :class:`InvalidInput`.
@@ -37,6 +35,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import decimal_digits, shown
 from ctxledger.unicodecheck import check_unicode, json_problem, not_unicode
 
 #: default nesting limit of a message or of tool-call arguments (JSON levels)
@@ -101,10 +100,9 @@ def max_input_bytes() -> int:
 
 
 def check_limit_variables() -> None:
-    """InvalidInput naming ``$CTXLEDGER_MAX_JSON_DEPTH`` or ``$CTXLEDGER_MAX_INPUT_BYTES``
-    when it is not a positive integer: called where writing starts (a ledger's append,
-    and the writing commands before they open one), so nothing is written with a limit
-    that would fail only at the first message; a command that only reads is unaffected."""
+    """InvalidInput naming ``$CTXLEDGER_MAX_JSON_DEPTH`` or ``$CTXLEDGER_MAX_INPUT_BYTES`` when
+    not a positive integer: called where writing starts (a ledger's append, the writing
+    commands), so no limit fails only at the first message; reading is unaffected."""
     max_json_depth()
     max_input_bytes()
 
@@ -287,13 +285,6 @@ def _int_digits() -> int:
     return max(0, sys.get_int_max_str_digits())
 
 
-def decimal_digits(value: int) -> int:
-    """How many decimal digits `value` has (``str`` refuses past Python's limit)."""
-    magnitude = abs(value)
-    digits = max(1, int(magnitude.bit_length() * math.log10(2)))
-    return digits + 1 if magnitude >= 10**digits else digits
-
-
 def not_json(value: Any, where: str = "", whole: str = "the value") -> str | None:
     """What JSON cannot hold in `value` (see :func:`json_depth`), named by its path
     under `where` (``content[0].score is nan: JSON has no NaN or infinity``); None
@@ -304,7 +295,7 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
         if isinstance(item, Mapping) and (item is value or isinstance(item, dict)):
             for key in item:
                 if not isinstance(key, str):
-                    return f"{path or whole} has a key that is not text: {key!r}"
+                    return f"{path or whole} has a key that is not text: {shown(key)}"
             stack.extend((item[k], _key_path(path, k)) for k in reversed(list(item)))
         elif isinstance(item, list | tuple):
             stack.extend((item[i], f"{path}[{i}]") for i in reversed(range(len(item))))
@@ -329,13 +320,18 @@ def not_json(value: Any, where: str = "", whole: str = "the value") -> str | Non
 def _key_path(path: str, key: str) -> str:
     if key.isidentifier() and len(key) <= 40:
         return f"{path}.{key}" if path else key
-    shown = key if len(key) <= 40 else key[:40] + "…"
-    return f"{path}[{shown!r}]"
+    cut = key if len(key) <= 40 else key[:40] + "…"
+    return f"{path}[{cut!r}]"
 
 
 def check_json(value: Any, field: str) -> Any:
-    """`value` when it is all JSON as it is, else :class:`InvalidInput` naming the part."""
-    if json_depth(value)[1]:
+    """`value` when it is all JSON as it is and (when new) nests at most :func:`max_json_depth`
+    levels (one holding itself was walked without end), else InvalidInput naming the part."""
+    limit = None if replaying() else max_json_depth()
+    depth, plain = json_depth(value, limit)
+    if limit is not None and depth > limit:
+        raise InvalidInput(f"{field} nests deeper than {limit} levels (CTXLEDGER_MAX_JSON_DEPTH)")
+    if plain:
         return value
     raise InvalidInput(not_json(value, field) or f"{field} is not JSON")
 
@@ -364,9 +360,9 @@ def check_token_count(value: Any, field: str) -> int:
         if not value.is_integer():
             raise InvalidInput(f"{field} must be a whole number of tokens, got {value!r}")
     if value < 0:
-        raise InvalidInput(f"{field} must not be negative, got {value}")
+        raise InvalidInput(f"{field} must not be negative, got {shown(value)}")
     if value > MAX_TOKEN_COUNT:
-        raise InvalidInput(f"{field} is out of range: {value} > {MAX_TOKEN_COUNT:,} tokens")
+        raise InvalidInput(f"{field} is out of range: {shown(value)} > {MAX_TOKEN_COUNT:,} tokens")
     return int(value)
 
 
@@ -374,14 +370,12 @@ def check_context_length(value: Any, field: str = "context_length") -> int:
     """A context window as an int in ``[MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH]``."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{field} must be an integer ≥ {MIN_CONTEXT_LENGTH}, got {value!r}")
-    if value < MIN_CONTEXT_LENGTH:
-        raise InvalidInput(f"{field} must be an integer ≥ {MIN_CONTEXT_LENGTH}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_CONTEXT_LENGTH:
+        raise InvalidInput(f"{field} must be an integer ≥ {MIN_CONTEXT_LENGTH}, got {shown(value)}")
     if value > MAX_CONTEXT_LENGTH:
         raise InvalidInput(
-            f"{field} is out of range: {value} > {MAX_CONTEXT_LENGTH:,} tokens (no model has "
-            "a window that large)"
+            f"{field} is out of range: {shown(value)} > {MAX_CONTEXT_LENGTH:,} tokens (no model "
+            "has a window that large)"
         )
     return value
 
@@ -394,9 +388,9 @@ def check_seq(value: Any, field: str = "sequence") -> int:
     """An event sequence number: an int in [0, MAX_SEQ] (not a bool, a string or a float;
     10**30 was an OverflowError from SQLite's parameter binding)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{field} must be an integer ≥ 0, got {value!r}")
+        raise InvalidInput(f"{field} must be an integer ≥ 0, got {shown(value)}")
     if value < 0:
-        raise InvalidInput(f"{field} must be ≥ 0, got {value}")
+        raise InvalidInput(f"{field} must be ≥ 0, got {shown(value)}")
     if value > MAX_SEQ:
         raise InvalidInput(f"{field} is out of range: more than {MAX_SEQ:,} (2^63 - 1)")
     return value
@@ -478,10 +472,9 @@ def check_name(value: object, field: str, limit: int, *, lines: bool = False) ->
 
 def check_nonblank(value: object, field: str, kind: str = "a non-empty string") -> str:
     """`value` when it is a string that is not blank (a name that must be given, before
-    :func:`check_name`), else InvalidInput saying `field` must be `kind` (the repr of a
-    huge value is cut)."""
+    :func:`check_name`), else InvalidInput saying `field` must be `kind`."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{field} must be {kind}, got {value!r}"[:300])
+        raise InvalidInput(f"{field} must be {kind}, got {shown(value)}")
     return value
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import msgspec
 
 from ctxledger.errors import InvalidInput, InvalidMessage
+from ctxledger.integers import shown
 from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
 
 #: ``developer`` is OpenAI's system role for o-series / gpt-5 models: kept as sent and
@@ -36,7 +37,7 @@ def check_system_role(role: object, what: str = "system_role") -> SystemRole:
         return "system"
     if role == "developer":
         return "developer"
-    raise InvalidInput(f"{what} must be 'system' or 'developer', got {role!r}")
+    raise InvalidInput(f"{what} must be 'system' or 'developer', got {shown(role)}")
 
 
 def stored_role(role: SystemRole) -> StoredRole:

@@ -12,19 +12,22 @@ runtime then judges the prompt size by its own estimate.
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown
 from ctxledger.limits import (
     MAX_MODEL_CHARS,
     check_json,
     check_name,
     check_nonblank,
     check_token_count,
+    max_json_depth,
+    replaying,
 )
 
 #: the shape of a response that reported no usage (absent, null, empty or all-null block)
@@ -82,12 +85,19 @@ def _get(d: Mapping[str, Any], *path: str) -> Any:
 
 
 def reports_nothing(raw: Any) -> bool:
-    """Whether a usage block carries no figure at all: None, ``{}``, or only nulls / empty blocks."""
-    if raw is None:
-        return True
-    if isinstance(raw, Mapping):
-        return all(reports_nothing(value) for value in raw.values())
-    return False
+    """Whether a usage block carries no figure at all: None, ``{}``, or only nulls / empty
+    blocks. Walked without recursion: a new block nesting past the JSON limit (or holding
+    itself: a RecursionError) counts as reporting something, and is refused as a shape; a
+    what-if's recorded block (read from JSON: no cycle) is walked whole, as recorded."""
+    stack, limit = [(raw, 1)], None if replaying() else max_json_depth()
+    while stack:
+        value, level = stack.pop()
+        if value is None:
+            continue
+        if not isinstance(value, Mapping) or (limit is not None and level > limit):
+            return False
+        stack.extend((child, level + 1) for child in value.values())
+    return True
 
 
 def detect_shape(raw: Mapping[str, Any]) -> str:
@@ -144,17 +154,16 @@ def check_usage_report(
     a finite number ≥ 0, ``tool_calls`` None or a bool, and the raw report JSON as it is
     (a NaN was stored as null)."""
     if tool_calls is not None and not isinstance(tool_calls, bool):
-        raise InvalidInput(f"tool_calls must be true, false or None, got {tool_calls!r}")
+        raise InvalidInput(f"tool_calls must be true, false or None, got {shown(tool_calls)}")
     if model is not None:
         given = check_nonblank(model, "model", "None or a non-empty string")
         check_name(given, "model", MAX_MODEL_CHARS)
     if cost_usd is not None and (
         not isinstance(cost_usd, int | float)
         or isinstance(cost_usd, bool)
-        or not math.isfinite(cost_usd)
-        or cost_usd < 0
+        or not 0 <= cost_usd <= sys.float_info.max  # (isfinite of an int past a float raised)
     ):
-        raise InvalidInput(f"cost_usd must be a finite number ≥ 0, got {cost_usd!r}")
+        raise InvalidInput(f"cost_usd must be a finite number ≥ 0, got {shown(cost_usd)}")
     if isinstance(raw, Mapping):
         check_json(raw, "usage")
 
@@ -173,13 +182,13 @@ def normalize_usage(
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"usage must be a JSON object, got {type(raw).__name__}")
     if shape is not None and not isinstance(shape, str):  # a list was unhashable: TypeError
-        raise InvalidInput(f"shape must be a usage shape's name or None, got {shape!r}")
+        raise InvalidInput(f"shape must be a usage shape's name or None, got {shown(shape)}")
     shape = shape or detect_shape(raw)
     if shape == NO_USAGE:
         raise InvalidInput(f"usage shape {NO_USAGE!r} carries no figures, but this block has some")
     reader = _READERS.get(shape)
     if reader is None:
-        raise InvalidInput(f"unknown usage shape {shape!r}")
+        raise InvalidInput(f"unknown usage shape {shown(shape)}")
     usage = reader(raw)
     if usage.reasoning > usage.output and usage.output:
         raise InvalidInput(

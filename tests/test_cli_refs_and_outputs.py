@@ -303,9 +303,11 @@ def test_an_error_quoting_a_huge_argument_is_cut_in_the_middle(
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: ") and len(line) < 2_100, len(line)
-    assert "characters cut] …" in line
+    # the library quotes a session or message ref short itself (integers.shown, session
+    # 41's hostile6); what it does not quote short, the CLI cuts in the middle
+    assert "characters cut] …" in line or "(100,000 characters)" in line
     if args == ["show", "{big}"]:
-        assert line.endswith("'; `ctxledger sessions` lists them")
+        assert line.endswith("; `ctxledger sessions` lists them")
 
 
 def test_a_cut_error_line_splits_no_escape(compacted: tuple[Path, str, str, str]) -> None:
@@ -313,7 +315,7 @@ def test_a_cut_error_line_splits_no_escape(compacted: tuple[Path, str, str, str]
     so a cut could leave half of a `\\x1b`. Cut first, then escape."""
     db, _sid, _cid, _tip = compacted
     for size in range(5_000, 5_004):  # (every cut position modulo an escape's length)
-        result = run(db, "show", "\x1b" * size)
+        result = run(db, "import", "-", "--format", "\x1b" * size, input="[]")
         assert result.exit_code == 2
         (line,) = result.stderr.splitlines()
         head, tail = line.split(" characters cut] …")

@@ -24,7 +24,7 @@ from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.demo.record import scripted_steps
 from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import InvalidInput
-from ctxledger.events import ModelSwitched, SessionStarted, UsageReported
+from ctxledger.events import ModelSwitched, SessionStarted, ToolsDeclared, UsageReported
 from ctxledger.eventstore import AppendRequest
 from ctxledger.ledger import Ledger
 from ctxledger.runtime.service import ContextService
@@ -226,3 +226,48 @@ def test_an_old_chain_holding_names_today_refuses_replays(tmp_path: Path) -> Non
     assert whatif(ledger, ledger.tip(sid)).reproduces_recorded
     with pytest.raises(InvalidInput):  # (new input is still refused after the replay)
         ledger.start_session(model="m\n", context_length=16_000)
+
+
+def _nulls(levels: int) -> Any:
+    """A usage block of only nulls nesting `levels` levels (itself level 1)."""
+    value: Any = None
+    for _ in range(levels):
+        value = {"n": value}
+    return value
+
+
+def test_a_tool_and_an_empty_usage_block_past_today_s_depth_replay_as_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded under a raised CTXLEDGER_MAX_JSON_DEPTH (or before session 41 bounded tools
+    and usage): a tool and an all-null usage block 150 levels deep. The what-if counted
+    the block against today's limit and called it an unrecognised shape (review M3)."""
+    monkeypatch.setenv("CTXLEDGER_MAX_JSON_DEPTH", "200")
+    ledger = deterministic_ledger(tmp_path / "deep.db")
+    tool = {"type": "function", "function": {"name": "a", "parameters": _nulls(148)}}
+    sid = ledger.start_session(model="m", context_length=16_000, tools=[tool])
+    for turn in range(3):
+        ledger.append_messages(
+            sid,
+            [
+                {"role": "user", "content": f"turn {turn} " + "word " * 60},
+                {"role": "assistant", "content": f"answer {turn} " + "ok " * 40},
+            ],
+        )
+        ledger.report_usage(sid, _nulls(150))
+    monkeypatch.delenv("CTXLEDGER_MAX_JSON_DEPTH")
+    out = tmp_path / "whatif.db"
+    assert whatif(ledger, ledger.tip(sid), out=out).reproduces_recorded
+    replayed = Ledger.open(str(out))
+    try:
+        for kind in (UsageReported, ToolsDeclared):
+            recorded = [r.event for r in ledger.store.read_all() if type(r.event) is kind]
+            again = [r.event for r in replayed.store.read_all() if type(r.event) is kind]
+            assert [_recorded_part(e) for e in again] == [_recorded_part(e) for e in recorded]
+    finally:
+        replayed.close()
+
+
+def _recorded_part(event: Any) -> Any:
+    """What a replay re-sends as recorded: a usage report's raw block, declared tools."""
+    return event.raw if isinstance(event, UsageReported) else event.tools

@@ -16,6 +16,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput, UnknownCompaction, UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 
@@ -139,7 +140,7 @@ def match_compaction(ledger: Ledger, ref: str) -> tuple[str, str]:
 
 def no_compaction(ref: str) -> UnknownCompaction:
     return UnknownCompaction(
-        f"no compaction {ref!r} in the log; `ctxledger audit SESSION` lists a chain's compactions"
+        f"no compaction {shown(ref)} in the log; `ctxledger audit SESSION` lists a chain's compactions"
     )
 
 

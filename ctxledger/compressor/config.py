@@ -31,6 +31,7 @@ import msgspec
 
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput
 from ctxledger.inputfile import NotAFile, open_input, read_capped
+from ctxledger.integers import shown
 from ctxledger.limits import (
     MAX_CONTEXT_LENGTH,
     MAX_TOKEN_COUNT,
@@ -320,9 +321,10 @@ def _accepts(tp: Any, value: Any) -> bool:
 def _check_types(config: CompressionConfig) -> None:
     for name, tp in _field_types().items():
         value = getattr(config, name)
-        if not _accepts(tp, value):
-            raise InvalidConfig(f"{name}: expected {_describe(tp)}, got {value!r}")
-        if tp is float and isinstance(value, int):
+        huge = tp is float and isinstance(value, int) and abs(value) > sys.float_info.max
+        if huge or not _accepts(tp, value):
+            raise InvalidConfig(f"{name}: expected {_describe(tp)}, got {shown(value)}")
+        if tp is float and isinstance(value, int):  # (in a float's range: float() raised past it)
             # keep snapshots stable: 1 and 1.0 must not round-trip as different values
             msgspec.structs.force_setattr(config, name, float(value))
 

@@ -98,7 +98,7 @@ def plan_compaction(
 ) -> Prepared:
     """Plan without appending anything (``compress --dry-run``)."""
     if focus is not None:  # a number or a lone surrogate failed deep in the summarizer
-        check_name(focus, "focus", MAX_FOCUS_CHARS, lines=True)
+        focus = str(check_name(focus, "focus", MAX_FOCUS_CHARS, lines=True))  # (a str subclass)
     ledger.live_session(session_id)
     return prepare(
         compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force

@@ -16,6 +16,7 @@ Every append, its own events too, must also name sessions and messages that exis
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 
@@ -31,7 +32,17 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest, EventStore
 from ctxledger.projections.stored import SessionView, StoredMessage
 
-__all__ = ["check_decodable", "check_references"]
+__all__ = ["check_decodable", "check_references", "listed"]
+
+
+def listed(items: Any, what: str, of: type | None = None) -> list[Any]:
+    """`items` as a list when it is a sequence (of `of`s; a deque too, not text or bytes),
+    else InvalidInput naming `what` (events or repairs given as None were a TypeError)."""
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes | bytearray):
+        raise InvalidInput(f"{what} must be a list, got {type(items).__name__}")
+    if of is not None and not all(isinstance(item, of) for item in items):
+        raise InvalidInput(f"{what} must be a list of {of.__name__}")
+    return list(items)
 
 
 def _stored_by(store: EventStore | None, stored: StoredMessage) -> str | None:
@@ -85,7 +96,14 @@ def check_decodable(
                 event = msgspec.structs.replace(event, message={})  # its other fields
             try:
                 msgspec.json.decode(encode_event(event), type=type(event))
-            except (msgspec.MsgspecError, TypeError, ValueError, OverflowError) as exc:
+            # (RecursionError: a field holding itself, or nesting thousands of levels)
+            except (
+                msgspec.MsgspecError,
+                TypeError,
+                ValueError,
+                OverflowError,
+                RecursionError,
+            ) as exc:
                 raise InvalidInput(
                     f"{name} has a field of the wrong type or value ({exc}); nothing was appended"
                 ) from None

@@ -45,10 +45,11 @@ from ctxledger.eventstore.contents import remembering_hashes
 from ctxledger.eventstore.opening import close_quietly, default_db_path, open_store
 from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
+from ctxledger.integers import shown
 from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.callrepairs import repair_event
 from ctxledger.ledger.derived import store_quietly
-from ctxledger.ledger.eventcheck import check_decodable, check_references
+from ctxledger.ledger.eventcheck import check_decodable, check_references, listed
 from ctxledger.ledger.openingevents import opening_events
 from ctxledger.ledger.ownfold import fold_written, log_end
 from ctxledger.ledger.refs import resolve_message, resolve_session
@@ -158,9 +159,8 @@ class Ledger:
     def seal_head(self) -> bool:
         """Advance the sealed head anchor beside the ledger file to the log's last event.
 
-        Best effort: an in-memory store, a closed one or an unwritable folder seal
-        nothing (False), a key file that is no key too (logging a warning). See
-        :mod:`ctxledger.ledger.anchor`."""
+        Best effort: an in-memory store, a closed one or an unwritable folder seal nothing
+        (False), a key file that is no key too (a warning): :mod:`ctxledger.ledger.anchor`."""
         path = getattr(self.store, "path", None)
         if not isinstance(path, str) or path in UNPERSISTED:
             return False
@@ -385,7 +385,7 @@ class Ledger:
         """
         view = self.live_session(session_id)
         validated, repaired = self.check_messages(session_id, messages)
-        repairs = [*repairs, *repaired]
+        repairs = [*listed(repairs, "repairs", CallIdRepair), *repaired]
         counts = count_messages(validated, view.encoding) if validated else []
         events: list[Event] = []
         ids: list[str] = []
@@ -407,7 +407,7 @@ class Ledger:
             )
         if repairs:
             events.append(self.repair_event(session_id, repairs, ids))
-        events.extend(extra_events)
+        events.extend(listed(extra_events, "extra_events"))
         if events:
             self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)
         return ids
@@ -429,7 +429,7 @@ class Ledger:
         self.transcript.session(session_id)
         check_usage_report(raw, model, cost_usd, tool_calls)
         if purpose not in ("agent", "summarizer"):
-            raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {purpose!r}")
+            raise InvalidInput(f"purpose must be 'agent' or 'summarizer', not {shown(purpose)}")
         found_shape, usage = normalize_usage(raw, shape)
         unreported = found_shape == NO_USAGE
         event = UsageReported(
@@ -488,7 +488,7 @@ class Ledger:
         view = self.live_session(session_id)
         if message_id not in view.live:
             raise UnknownMessage(
-                f"message {message_id!r} is not in the live view of {session_id!r}"
+                f"message {shown(message_id)} is not in the live view of {session_id!r}"
             )
         event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)
         self.append([AppendRequest(session_id, [event], self.version(session_id))])
@@ -504,7 +504,7 @@ class Ledger:
 
     def append_events(self, session_id: str, events: Sequence[Event]) -> None:
         """Append decision events (skips, checks, warnings, notices, cooldowns) built by the runtime."""
-        for event in events:
+        for event in listed(events, "events"):
             if not isinstance(event, DECISION_EVENTS):
                 raise InvalidInput(
                     f"append_events takes decision events only, not {type(event).__name__}; "

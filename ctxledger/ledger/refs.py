@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctxledger.errors import InvalidInput, UnknownMessage, UnknownSession
+from ctxledger.integers import shown
 from ctxledger.projections import SessionView
 from ctxledger.projections.chains import ChainsState
 
@@ -49,10 +50,10 @@ def resolve_session(state: ChainsState, ref: str) -> str:
         raise UnknownSession(_a_compaction(state, compactions[0]))
     if compactions:
         raise UnknownSession(
-            f"no session {ref!r}: it begins {len(compactions)} compaction ids; `ctxledger "
+            f"no session {shown(ref)}: it begins {len(compactions)} compaction ids; `ctxledger "
             "sessions` lists the sessions, `ctxledger audit SESSION` a chain's compactions"
         )
-    raise UnknownSession(f"no session {ref!r}; `ctxledger sessions` lists them")
+    raise UnknownSession(f"no session {shown(ref)}; `ctxledger sessions` lists them")
 
 
 def _a_compaction(state: ChainsState, cid: str) -> str:
@@ -90,7 +91,7 @@ def resolve_message(view: SessionView, ref: str | int) -> str:
             raise InvalidInput("index 0 is the system prompt, which every view keeps anyway")
         if not offset <= ref < len(live) + offset:
             raise UnknownMessage(
-                f"no message at index {ref} of {session_id!r} (the view has indexes "
+                f"no message at index {shown(ref)} of {session_id!r} (the view has indexes "
                 f"{offset}..{len(live) + offset - 1}; `ctxledger show` lists them)"
             )
         return live[ref - offset]
@@ -103,9 +104,11 @@ def resolve_message(view: SessionView, ref: str | int) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise InvalidInput(f"{ref!r} matches {len(matches)} live messages; give more of the id")
+        raise InvalidInput(
+            f"{shown(ref)} matches {len(matches)} live messages; give more of the id"
+        )
     raise UnknownMessage(
-        f"message {ref!r} is not in the live view of {session_id!r} "
+        f"message {shown(ref)} is not in the live view of {session_id!r} "
         "(`ctxledger show` lists ids and indexes)"
     )
 

@@ -16,6 +16,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.events import SessionReason, SystemPromptSet
+from ctxledger.integers import shown as quoted
 from ctxledger.limits import (
     MAX_MODEL_CHARS,
     MAX_REASON_CHARS,
@@ -99,7 +100,7 @@ def check_loop(loop: object, field: str = "loop") -> str:
     name = loop.replace("-", "_") if isinstance(loop, str) and loop.isascii() else None
     if name not in LOOPS:
         if not isinstance(loop, str):
-            shown = repr(loop)[:40]
+            shown = quoted(loop)
         elif loop.isascii():  # (cut inside its quotes)
             shown = repr(loop[:37]) + ("..." if len(loop) > 37 else "")
         else:

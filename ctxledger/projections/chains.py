@@ -13,6 +13,7 @@ import msgspec
 
 from ctxledger.errors import UnknownSession
 from ctxledger.events import Event, SessionEnded, SessionStarted, SessionSwitched
+from ctxledger.integers import shown
 
 #: the longest compression chain the tip walk follows before giving up
 MAX_CHAIN = 10_000
@@ -83,7 +84,7 @@ class ChainsProjection:
         try:
             return self.state.sessions[session_id]
         except (KeyError, TypeError):  # TypeError: a list or a dict as the id
-            raise UnknownSession(f"no session {session_id!r} in the log") from None
+            raise UnknownSession(f"no session {shown(session_id)} in the log") from None
 
     def _forward(self, session_id: str) -> Iterator[str]:
         """`session_id`, then its compression children in turn (capped, cycle-guarded)."""

@@ -36,6 +36,7 @@ from ctxledger.events import (
     ToolsDeclared,
 )
 from ctxledger.eventstore.rows import ColumnRow, HeadRow
+from ctxledger.integers import shown as quoted
 from ctxledger.messages import JSON
 from ctxledger.projections import rowfold
 from ctxledger.projections.bodies import Bodies
@@ -153,7 +154,7 @@ class TranscriptProjection:
         try:
             return self.state.sessions[session_id]
         except (KeyError, TypeError):  # TypeError: a list or a dict as the id
-            raise UnknownSession(f"no session {session_id!r} in the log") from None
+            raise UnknownSession(f"no session {quoted(session_id)} in the log") from None
 
     def _started(self, seq: int, e: Event) -> None:
         assert isinstance(e, SessionStarted)
@@ -289,14 +290,14 @@ class TranscriptProjection:
         try:
             return self.state.messages[message_id]
         except KeyError:
-            raise UnknownMessage(f"no message {message_id!r} in the log") from None
+            raise UnknownMessage(f"no message {quoted(message_id)} in the log") from None
 
     def original(self, message_id: str) -> JSON:
         """The message exactly as it was appended (or recorded by a compaction)."""
         try:
             return self.state.messages[message_id].message
         except KeyError:
-            raise UnknownMessage(f"no message {message_id!r} in the log") from None
+            raise UnknownMessage(f"no message {quoted(message_id)} in the log") from None
 
     def tokens_of(self, message_id: str) -> int:
         return self.stored(message_id).tokens

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from ctxledger.errors import ContextOverflowError, InvalidInput
+from ctxledger.integers import shown
 from ctxledger.runtime import overflow_patterns as pt
 
 ErrorKind = Literal[
@@ -172,6 +173,8 @@ def _read_body(body: Any) -> tuple[str, frozenset[str]]:
             texts.append(msgspec.json.encode(decoded).decode())
         except (TypeError, msgspec.EncodeError):
             texts.append(str(decoded))
+        except RecursionError:  # a body holding itself, or nesting thousands of levels
+            texts.append(shown(decoded))
     return "\n".join(texts)[:_HAYSTACK_CHARS], frozenset(codes)
 
 

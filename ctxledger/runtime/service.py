@@ -42,6 +42,7 @@ from ctxledger.events import (
     PressureWarning,
     Trigger,
 )
+from ctxledger.integers import shown
 from ctxledger.ledger.compaction import CompactionOutcome, abort_feedback, abort_record
 from ctxledger.ledger.prompt import set_system_prompt
 from ctxledger.runtime.engine import ContextEngine
@@ -79,7 +80,9 @@ class ContextService(ServiceCore):
         if not isinstance(model, str) or not model.strip():
             raise InvalidInput("model must be a non-empty string")
         if not is_int(context_length) or context_length < 1024:
-            raise InvalidInput(f"context_length must be an integer ≥ 1024, got {context_length!r}")
+            raise InvalidInput(
+                f"context_length must be an integer ≥ 1024, got {shown(context_length)}"
+            )
         sid, _ = self._on_tip(
             session_id,
             lambda tip: self.ledger.switch_model(

@@ -33,6 +33,7 @@ from ctxledger.events import (
     SessionReason,
     ToolOutputPersisted,
 )
+from ctxledger.integers import shown as quoted
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.prompt import role_change
 from ctxledger.ledger.spec import SessionSpec, checked_tools
@@ -380,7 +381,7 @@ class ServiceCore:
         """
         if not isinstance(ref, str) or len(ref) != 64 or not set(ref) <= _HEX:
             raise InvalidInput(
-                f"ref must be the 64-hex-digit reference from the stored-output block, got {ref!r:.80}"
+                f"ref must be the 64-hex-digit reference from the stored-output block, got {quoted(ref)}"
             )
         self.ledger.refresh()
         if not self._chain_persisted(session_id, ref):

@@ -14,6 +14,7 @@ import msgspec
 from ctxledger.errors import InvalidInput
 from ctxledger.events import Trigger
 from ctxledger.eventstore.contents import shared_contents
+from ctxledger.integers import shown
 from ctxledger.ledger.compaction import CompactionOutcome
 from ctxledger.limits import MAX_FOCUS_CHARS, check_name, check_token_count, replaying
 from ctxledger.messages import CallIdRepair, check_new_messages
@@ -113,7 +114,7 @@ def json_safe(value: object, what: str) -> None:
         ]
     try:
         msgspec.json.encode(value)
-    except (TypeError, ValueError, msgspec.EncodeError, UnicodeError) as exc:
+    except (TypeError, ValueError, msgspec.EncodeError, UnicodeError, RecursionError) as exc:
         raise InvalidInput(f"{what} must be JSON-serializable: {exc}") from None
 
 
@@ -122,10 +123,12 @@ def check_error_report(status: object, requested_max_tokens: object) -> None:
     if status is not None and not (
         isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599
     ):
-        raise InvalidInput(f"status must be an HTTP status code or None, got {status!r}")
+        raise InvalidInput(f"status must be an HTTP status code or None, got {shown(status)}")
     cap = requested_max_tokens
     if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
-        raise InvalidInput(f"requested_max_tokens must be a positive integer or None, got {cap!r}")
+        raise InvalidInput(
+            f"requested_max_tokens must be a positive integer or None, got {shown(cap)}"
+        )
 
 
 def focus_topic(focus: Any) -> str | None:

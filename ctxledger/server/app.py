@@ -68,9 +68,11 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
             status = 0 if isinstance(exc, HTTPError) else classify(exc)[0]
             # the path as a client sent it, decoded: %1b is an ESC (shown escaped)
             if status == 503:  # the store's server out of reach: expected, one line
-                log.warning("%s %s: %s", request.method, inline(request.url.path), message_of(exc))
+                log.warning(
+                    "%s %s: %s", request.method, inline(request.scope["path"]), message_of(exc)
+                )
             elif status >= 500:  # on either face
-                log.exception("%s %s failed", request.method, inline(request.url.path))
+                log.exception("%s %s failed", request.method, inline(request.scope["path"]))
             if endpoint.auth == "proxy":
                 return provider_error_response(_api_of(endpoint, state), exc)
             return error_response(exc)
@@ -120,7 +122,9 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
     message = (
-        f"no route {request.method} {request.url.path}" if status in (404, 405) else message_of(exc)
+        f"no route {request.method} {request.scope['path']}"
+        if status in (404, 405)
+        else message_of(exc)
     )
     return error_response(HTTPError(status, code, message))
 

@@ -41,7 +41,7 @@ def admit(request: Request, state: ServerState, faces: tuple[str, ...]) -> None:
             404,
             "wrong_api",
             f"this proxy forwards to an {state.api} upstream; "
-            f"{request.url.path} is not served (start another with --api {faces[0]})",
+            f"{request.scope['path']} is not served (start another with --api {faces[0]})",
         )
 
 

@@ -77,7 +77,7 @@ def refuse_idempotency_key(request: Request, headers: tuple[Param, ...]) -> None
             400,
             "idempotency_key_unsupported",
             f"{HEADER} is taken by POST /v1/sessions/{{id}}/messages only, not by "
-            f"{request.method} {request.url.path}: this write is not idempotent (a "
+            f"{request.method} {request.scope['path']}: this write is not idempotent (a "
             "re-send may act twice), so send it without the header; nothing written",
         )
 

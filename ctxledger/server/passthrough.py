@@ -56,6 +56,33 @@ def api_path(template: str, params: dict[str, str]) -> str:
     return template.removeprefix("/v1").format(**quoted)
 
 
+#: a query passed on as it came: printable ASCII (a client percent-encodes the rest), and
+#: short enough for a URL (httpx refuses one over 64 KiB)
+_QUERY = re.compile(rb"[\x21-\x7e]{0,16384}")
+
+
+def _query(request: Request) -> str:
+    """The client's query as the upstream gets it; a 400 for bytes no URL holds (a NUL,
+    a space, a byte past ASCII: these were a 500 from httpx, or from decoding it)."""
+    raw = request.scope.get("query_string", b"")
+    if not _QUERY.fullmatch(raw):
+        raise HTTPError(
+            400,
+            "bad_query",
+            "the query must be at most 16 KiB of printable ASCII (percent-encode the rest)",
+        )
+    return str(raw.decode("ascii"))
+
+
+def _content_type(request: Request) -> str:
+    """The client's content type, passed on: ASCII text, as every forwarded header (a tab
+    too: HTTP allows it in a header value)."""
+    value = request.headers.get("content-type", "application/json")
+    if not (value.isascii() and value.replace("\t", " ").isprintable()):
+        raise HTTPError(400, "bad_header", "the content-type header must be printable ASCII text")
+    return value
+
+
 def _handler(template: str, faces: tuple[str, ...], name: str) -> Handler:
     async def handle(request: Request, state: ServerState) -> Response:
         admit(request, state, faces)
@@ -63,8 +90,8 @@ def _handler(template: str, faces: tuple[str, ...], name: str) -> Handler:
         path = api_path(template, dict(request.path_params))
         body = await read_body(request) if request.method == "POST" else None
         if body is not None:
-            headers["content-type"] = request.headers.get("content-type", "application/json")
-        url = with_path(state.upstream, path, state.api == "anthropic", request.url.query)
+            headers["content-type"] = _content_type(request)
+        url = with_path(state.upstream, path, state.api == "anthropic", _query(request))
         outbound = state.client.build_request(
             request.method,
             url,

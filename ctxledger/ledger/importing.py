@@ -47,6 +47,7 @@ from ctxledger.messages import (
     check_system_role,
     checked_in_order,
     content_text,
+    stored_copy,
     stored_role,
     validate_messages,
 )
@@ -259,12 +260,12 @@ def _checked_end(s: ImportedSession) -> str | None:
 
 
 def _built(messages: Sequence[JSON], counts: array[int]) -> Iterator[tuple[list[JSON], array[int]]]:
-    """A checked session's messages in their stored form (a plain copy, which is what
-    ``validate_message`` returns) beside their counts, a chunk at a time."""
+    """A checked session's messages in their stored form (``messages.stored_copy``, as
+    ``validate_message`` returns them) beside their counts, a chunk at a time."""
     start = 0
     for chunk in chunks(messages):
         end = start + len(chunk)
-        yield [dict(raw) for raw in chunk], counts[start:end]
+        yield [stored_copy(raw) for raw in chunk], counts[start:end]
         start = end
 
 

@@ -111,8 +111,16 @@ def _check_tool_calls(calls: Any, index: int | None) -> list[str]:
     return ids
 
 
+def stored_copy(message: Mapping[str, Any]) -> Message:
+    """The form a checked message is stored in: a plain dict copy of its top level (the
+    caller's mapping is not kept; its values are shared). :func:`validate_message`
+    returns it; an import that checked its messages ahead makes it again for each."""
+    return dict(message)
+
+
 def validate_message(message: Any, index: int | None = None) -> Message:
-    """Check one message's own shape (not its place in a sequence). Returns it unchanged."""
+    """Check one message's own shape (not its place in a sequence). Returns its stored form
+    (:func:`stored_copy`: an unchanged plain copy)."""
     if not isinstance(message, Mapping):
         raise InvalidMessage(
             f"a message must be a JSON object, got {type(message).__name__}", index=index
@@ -165,7 +173,7 @@ def validate_message(message: Any, index: int | None = None) -> Message:
         )
     if "name" in message and not isinstance(message["name"], str):
         raise InvalidMessage("'name' must be a string", index=index)
-    return dict(message)
+    return stored_copy(message)
 
 
 def audio_reference(audio: Any) -> str | None:

@@ -372,11 +372,18 @@ def test_show_of_an_ended_session_says_whose_view_is_live(imported: tuple[Path, 
     with no word that it had ended: read as what the model gets, the continuation's."""
     db, sid = imported
     tip = json.loads(run(db, "compress", sid, "--json").stdout)["new_session_id"]
-    said = f"note: {sid} ended (compression): this is its last view; the chain's live view is {tip}'s\n"
+    said = f"note: {sid} ended (compression): this is its last view; the conversation's live view is {tip}'s\n"
     ended = run(db, "show", sid)
     assert ended.exit_code == 0 and ended.stderr == said, ended.stderr
     assert run(db, "show", sid, "--json").stderr == ""  # (a script reads the data as before)
     assert run(db, "show", tip).stderr == "" and run(db, "show", f"{sid}@3").stderr == ""
+    # the live session is the one a write to the ended session is told of (s41: the
+    # chain's tip was named though it had ended too)
+    with Ledger.open(str(db)) as ledger:
+        ledger.end_session(tip, "closed")
+        assert "start a new session" in ledger.chains.ended_note(sid)
+    said = f"note: {sid} ended (compression): this is its last view\n"
+    assert run(db, "show", sid).stderr == said
 
 
 def test_no_output_file_is_the_ledger_or_one_of_its_files(imported: tuple[Path, str]) -> None:

@@ -247,3 +247,71 @@ def test_a_failed_read_back_after_the_commit_does_not_fail_the_import(
         monkeypatch.undo()
         ledger.refresh()
         assert [s.session_id for s in ledger.sessions()] == ids
+
+
+def test_a_streamed_session_is_checked_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its usage reports are normalized and its end reason checked before the write
+    (s41: they were done again as its events were made); the events take those."""
+    from ctxledger.importers.model import ImportedSession, ImportedUsage
+    from ctxledger.ledger import importing
+
+    calls: list[str] = []
+    normalize, check = importing.normalize_usage, importing.check_name
+
+    def normalizing(raw: Any, shape: str | None = None) -> Any:
+        calls.append("usage")
+        return normalize(raw, shape)
+
+    def checking(value: object, field: str, limit: int, **kw: Any) -> str:
+        calls.append(field)
+        return check(value, field, limit, **kw)
+
+    monkeypatch.setattr(importing, "normalize_usage", normalizing)
+    monkeypatch.setattr(importing, "check_name", checking)
+    usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+    session = ImportedSession(
+        key="k",
+        source_format="openai",
+        messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+        usages=[ImportedUsage(after_index=1, raw=usage), ImportedUsage(after_index=1, raw=usage)],
+        end_reason="done",
+    )
+    with Ledger(SQLiteEventStore(tmp_path / "l.db")) as ledger:
+        (sid,) = import_sessions(ledger, [session])
+        events = [r.event for r in ledger.store.read_stream(sid)]
+    assert calls == ["usage", "usage", "end reason"]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[-4:] == ["MessageAppended", "UsageReported", "UsageReported", "SessionEnded"]
+    assert events[-1].reason == "done"  # type: ignore[attr-defined]
+    assert events[-2].usage.input == 3  # type: ignore[attr-defined]
+
+
+def test_the_long_messages_are_read_back_a_few_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each long message is 256 KiB or more: they are read back for their derived values
+    ``READ_BACK`` at a time (s41: the default chunk of 2,048 held them all), every value
+    stored."""
+    from ctxledger.eventstore.base import AppendRequest
+    from ctxledger.ledger import streamappend
+    from ctxledger.ledger.derived import store_derived
+
+    read: list[int] = []
+    read_at = SQLiteEventStore.read_at
+
+    def counting(self: SQLiteEventStore, seqs: Any) -> Any:
+        read.append(len(seqs))
+        return read_at(self, seqs)
+
+    monkeypatch.setattr(streamappend, "READ_BACK", 2)
+    monkeypatch.setattr(SQLiteEventStore, "read_at", counting)
+    rows = [{"role": "user", "content": f"long {i} " + "word " * 60_000} for i in range(5)]
+    with Ledger(SQLiteEventStore(tmp_path / "l.db")) as ledger:
+        import_sessions(ledger, load_text("\n".join(json.dumps(r) for r in rows), "openai"))
+        assert read == [2, 2, 1]
+        read.clear()
+        events = [r.event for r in ledger.store.read_all()]
+        again = [AppendRequest(events[0].session_id, events, None)]
+        assert store_derived(ledger.store, again) == 0  # every value is there already

@@ -12,7 +12,13 @@ import pytest
 
 from ctxledger import Ledger
 from ctxledger.errors import InvalidEvent, InvalidMessage
-from ctxledger.messages import CallLedger, content_text, validate_message, validate_messages
+from ctxledger.messages import (
+    CallLedger,
+    content_text,
+    stored_copy,
+    validate_message,
+    validate_messages,
+)
 
 
 def call(cid: str, name: str = "terminal", args: object = '{"command": "ls"}') -> dict[str, object]:
@@ -269,3 +275,14 @@ def test_a_refusal_with_null_content_is_stored_as_sent(ledger: Ledger, refusal: 
     refused = {"role": "assistant", "content": None, "refusal": refusal}
     ledger.append_messages(sid, [{"role": "user", "content": "do it"}, refused])
     assert ledger.api_messages(sid)[-1] == refused
+
+
+def test_a_checked_message_is_its_stored_copy() -> None:
+    """validate_message returns stored_copy's form (an import that checked its messages
+    ahead makes that form itself: s41), a plain dict, never the caller's mapping."""
+    inner = {"x": 1}
+    message = types.MappingProxyType({"role": "user", "content": "hi", "extra": inner})
+    checked, stored = validate_message(message), stored_copy(message)
+    assert type(checked) is type(stored) is dict
+    assert checked == stored == dict(message)
+    assert checked is not stored and checked["extra"] is stored["extra"] is inner

@@ -261,9 +261,9 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
     tokens = transcript.api_tokens(sid)
     ids: list[str | None] = [None] * int(view.system_prompt is not None) + list(view.live)
     if seq is None and view.ended and not as_json:  # (read as the view the model gets)
-        tip = ledger.tip(sid)
-        live = f"; the chain's live view is {tip}'s" if tip != sid else ""
-        note(f"{sid} ended ({view.end_reason}): this is its last view{live}")
+        live = ledger.chains.live_end(sid)  # (the session a write is told: ended_note)
+        then = f"; the conversation's live view is {live}'s" if live else ""
+        note(f"{sid} ended ({view.end_reason}): this is its last view{then}")
     if as_json:
         pinned = set(view.pinned)
         emit_json(

@@ -221,7 +221,7 @@ def read_json_lines(text: str, path: str | None, what: str) -> Iterable[tuple[in
     is_lines, data = read_json(text, path)
     if is_lines:
         return cast("Iterable[tuple[int, Any]]", data)
-    first = next(i for i, line in enumerate(text.split("\n"), 1) if line.strip())
+    first = next(i for i, line in _split_lines(text) if line.strip())
     if text.strip().count("\n") == 0:
         return [(first, data)]
     raise ImportFormatError(
@@ -587,7 +587,7 @@ def parse_conversations(
     elif isinstance(data, dict) and _one_record(data, fmt) and "\n" not in text.strip():
         # JSONL of one line (one message, one response) reads as a JSON document too; any
         # other object is told what a document must hold
-        first = next(i for i, line in enumerate(text.split("\n"), 1) if line.strip())
+        first = next(i for i, line in _split_lines(text) if line.strip())
         sessions = conversation_lines(src, [(first, data)], fmt)
     else:
         sessions = conversation_document(src, data, fmt)

@@ -19,7 +19,7 @@ import contextlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -47,6 +47,7 @@ from ctxledger.messages import (
     check_system_role,
     checked_in_order,
     content_text,
+    stored_copy,
     stored_role,
     validate_messages,
 )
@@ -154,10 +155,10 @@ def import_sessions(
                 done[s.key] = _events(ledger, s, keys, compressed, parent, overrides, digest)
         ledger.append([AppendRequest(done[s.key].sid, done[s.key].events, 0) for s in ordered])
     else:  # each session's events made as the store takes them (s40: the import's memory)
-        counts = {s.key: _prechecked(s, encoding) for s in ordered}  # before the write lock
+        checked = {s.key: _prechecked(s, encoding) for s in ordered}  # before the write lock
         streamed = (
             StreamedRequest(
-                keys[s.key], _streamed(ledger, s, keys, overrides, digest, counts.pop(s.key)), 0
+                keys[s.key], _streamed(ledger, s, keys, overrides, digest, checked.pop(s.key)), 0
             )
             for s in ordered
         )
@@ -205,7 +206,7 @@ def _streamed(
     keys: dict[str, str],
     overrides: Overrides,
     digest: str | None,
-    counts: array[int],
+    checked: _Prechecked,
 ) -> Iterator[Event]:
     """A session with no compaction to record (checked and counted by
     :func:`_prechecked`), its events made as the store takes them, in the write
@@ -215,33 +216,56 @@ def _streamed(
         out = _begin(ledger, s, keys, set(), None, overrides, digest)[0]
         yield from out.events
         out.events = []
-        yield from _message_events(ledger, out, [], overrides[2], counts)
-        yield from _tail(ledger, out, 0)
+        yield from _message_events(ledger, out, [], overrides[2], checked)
+        yield from _tail(ledger, out, 0, checked)
 
 
-def _prechecked(s: ImportedSession, encoding: str) -> array[int]:
+class _Prechecked(NamedTuple):
+    """What :func:`_prechecked` found, kept for the session's events so that nothing is
+    checked twice: a token count per message (8 bytes each), each usage report's
+    (shape, usage), the end reason as checked."""
+
+    counts: array[int]
+    usages: list[tuple[str, CanonicalUsage]]
+    end_reason: str | None
+
+
+def _prechecked(s: ImportedSession, encoding: str) -> _Prechecked:
     """A streamed session's checks, made before the write transaction (s40 review: the
     lock is not held while an import validates and counts): its messages validated in
     order as ``validate_messages`` does and counted a chunk at a time, its usage reports
-    and end reason checked. Only the token counts are kept (8 bytes a message)."""
-    counts = array("q")
+    normalized and its end reason checked."""
     with _naming(s):
-        for chunk in chunks(checked_in_order(s.messages)):
-            counts.extend(count_messages(chunk, encoding))
-        for u in s.usages:
-            _usage_fields(u)
-        if s.end_reason is not None:
-            check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+        counts = _counted(s, encoding)
+        usages = [_usage_fields(u) for u in s.usages]
+        ended = _checked_end(s)
+    return _Prechecked(counts, usages, ended)
+
+
+def _counted(s: ImportedSession, encoding: str) -> array[int]:
+    """The session's messages validated in order and counted a chunk at a time (only
+    the counts kept)."""
+    counts = array("q")
+    for chunk in chunks(checked_in_order(s.messages)):
+        counts.extend(count_messages(chunk, encoding))
     return counts
 
 
+def _checked_end(s: ImportedSession) -> str | None:
+    """The session's end reason, checked as every face checks a name (see
+    ``limits.check_name``), or None."""
+    if s.end_reason is None:
+        return None
+    return check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+
+
 def _built(messages: Sequence[JSON], counts: array[int]) -> Iterator[tuple[list[JSON], array[int]]]:
-    """A checked session's messages in their stored form (a plain copy, which is what
-    ``validate_message`` returns) beside their counts, a chunk at a time."""
+    """A checked session's messages in their stored form (``messages.stored_copy``, as
+    ``validate_message`` returns them) beside their counts, a chunk at a time."""
     start = 0
     for chunk in chunks(messages):
         end = start + len(chunk)
-        yield [dict(raw) for raw in chunk], counts[start:end]
+        yield [stored_copy(raw) for raw in chunk], counts[start:end]
         start = end
 
 
@@ -319,16 +343,19 @@ def _events(
     return out
 
 
-def _tail(ledger: Ledger, out: _Imported, skip: int) -> Iterator[Event]:
+def _tail(
+    ledger: Ledger, out: _Imported, skip: int, checked: _Prechecked | None = None
+) -> Iterator[Event]:
     """The importer's repairs of re-used tool-call ids, as the ledger records them (those
-    in messages carried from the parent were recorded with the parent), and the end."""
+    in messages carried from the parent were recorded with the parent), and the end
+    (its reason as `checked` holds it, else checked here)."""
     s = out.session
     repairs = [r for r in s.repairs if r.index >= skip]
     if repairs:
         ids = out.message_ids if out.whole else out.repaired_ids
         yield ledger.repair_event(out.sid, repairs, ids, source="import")
-    if s.end_reason is not None:  # (as every face checks a name: see limits.check_name)
-        ended = check_name(s.end_reason, "end reason", MAX_REASON_CHARS)
+    ended = checked.end_reason if checked is not None else _checked_end(s)
+    if ended is not None:
         yield SessionEnded(**ledger.event_fields(out.sid), reason=ended)
 
 
@@ -337,19 +364,20 @@ def _message_events(
     out: _Imported,
     carried: list[str],
     encoding: str,
-    counts: array[int] | None = None,
+    checked: _Prechecked | None = None,
 ) -> Iterator[Event]:
     """The session's messages and usage reports, in order, after the `carried` ones (the
     messages a continuation kept from its parent, by id): each usage report follows the
-    message it was reported after."""
+    message it was reported after. A `checked` session's usage reports and counts are
+    those :func:`_prechecked` made."""
 
     def base() -> dict[str, Any]:  # a new event id per call, in the order events are made
         return ledger.event_fields(out.sid)
 
     skip = len(carried)
     usages: dict[int, list[UsageReported]] = {}
-    for u in out.session.usages:
-        shape, usage = _usage_fields(u)
+    fields = checked.usages if checked is not None else map(_usage_fields, out.session.usages)
+    for u, (shape, usage) in zip(out.session.usages, fields, strict=True):
         usages.setdefault(max(u.after_index, skip - 1), []).append(
             UsageReported(**base(), raw=u.raw, shape=shape, usage=usage, model=u.model)
         )
@@ -357,8 +385,9 @@ def _message_events(
         yield from usages.pop(skip - 1, [])
         out.message_ids = list(carried)
     wanted = {r.index for r in out.session.repairs}
+    counts = checked.counts if checked is not None else None
     if not out.whole and counts is None:  # (a session built whole beside a compaction)
-        counts = _prechecked(out.session, encoding)
+        counts = _counted(out.session, encoding)
     pairs: Iterable[tuple[Sequence[JSON], Sequence[int]]] = (
         [(out.messages, out.tokens)] if counts is None else _built(out.session.messages, counts)
     )

@@ -30,6 +30,10 @@ from ctxledger.projections.stored import TranscriptState
 __all__ = ["append_streamed", "written_span"]
 
 _log = logging.getLogger("ctxledger")
+#: long messages read back at a time for their derived values: each is at least
+#: ``STORED_MIN_CHARS`` (256 KiB), so 16 hold ~4 MB of contents or more (the default
+#: chunk of 2,048 would hold 512 MB or more)
+READ_BACK = 16
 
 
 class _Checked:
@@ -93,7 +97,7 @@ def append_streamed(
         return
     span = written_span(store)
     try:
-        for seqs in chunks([span[0] + i for i in checked.long_at] if span else []):
+        for seqs in chunks([span[0] + i for i in checked.long_at] if span else [], READ_BACK):
             with remembering_hashes():  # each content read back is handed its ref
                 events = [r.event for r in store.read_at(seqs)]
                 _hand_refs(events, refs)

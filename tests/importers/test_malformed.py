@@ -230,3 +230,21 @@ def test_locate_line_finds_nested_values() -> None:
     assert locate_line(text, ("a", 1, "b")) == 5
     assert locate_line(text, ("c",)) == 7
     assert locate_line(text, ("missing",)) is None
+
+
+def test_one_record_after_blank_lines_is_named_by_its_line() -> None:
+    """A JSON document read as one JSONL record is told by its first non-blank line (s41:
+    found without a list of every line), also when it spans several lines."""
+    from ctxledger.importers.common import read_json_lines
+
+    record = {"type": "x"}
+    assert list(read_json_lines("\n \n" + json.dumps(record) + "\n\n", None, "records")) == [
+        (3, record)
+    ]
+    with pytest.raises(ImportFormatError, match="one multi-line JSON document") as err:
+        read_json_lines("\n\n" + json.dumps(record, indent=1), None, "records")
+    assert err.value.line == 3
+    bad = {"messages": [{"role": "user", "content": "a"}, {"role": "bogus", "content": "x"}]}
+    with pytest.raises(ImportFormatError, match="unknown role") as err:
+        parse_openai("\n \n" + json.dumps(bad) + "\n")
+    assert err.value.line == 3

@@ -62,9 +62,9 @@ SIDE_SUFFIXES = (*SQLITE_SIDES, LOCK_SUFFIX, HEAD_SUFFIX)
 
 #: what each side file is, in words (:func:`side_file_of`)
 _SIDE_ROLES = {
-    "-wal": "SQLite's write-ahead log",
-    "-shm": "SQLite's shared-memory index",
-    "-journal": "SQLite's rollback journal",
+    WAL_SUFFIX: "SQLite's write-ahead log",
+    SHM_SUFFIX: "SQLite's shared-memory index",
+    JOURNAL_SUFFIX: "SQLite's rollback journal",
     LOCK_SUFFIX: "the write-lock file",
     HEAD_SUFFIX: "the sealed head anchor",
     LEASES_SUFFIX: "the folder of lease files",

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers.asgi import request_body, serve_lifespan
+from helpers.asgi import request_body, respond, serve_lifespan
 from helpers.uvicorn_thread import serving
 from hermes_scenario import hermes_home
 
@@ -66,14 +66,13 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     body = await request_body(receive)
     SEEN.append(scope["path"])
-    start = {"type": "http.response.start", "status": 200}
     if scope["path"].endswith("/models"):
         models = {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
-        await send({**start, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": json.dumps(models).encode()})
+        await respond(send, 200, "application/json", json.dumps(models).encode())
         return
     REQUESTS.append(copy.deepcopy(json.loads(body)))
     reply = REPLIES[len(REQUESTS) - 1] if len(REQUESTS) <= len(REPLIES) else {"content": "ok"}
+    start = {"type": "http.response.start", "status": 200}  # (a stream: many body messages)
     await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
     for chunk in _chunks(reply):
         data = f"data: {json.dumps(chunk)}\n\n".encode()

@@ -159,6 +159,9 @@ def _files(folder: Path) -> dict[str, bytes | None]:
         ("in.jsonl/x.out", "{folder}/in.jsonl is a file, not a folder"),
         ("l.db", "is the ledger or one of its files: give another file"),
         ("l.db.head", "is the ledger or one of its files: give another file"),
+        ("o.db.head", "is the sealed head anchor of the ledger {folder}/o.db: give another file"),
+        ("o.db-wal", "is SQLite's write-ahead log of the ledger {folder}/o.db: give another file"),
+        ("o.db", "is a SQLite database (a ledger is never replaced by an output)"),
         ("-", "-: this command writes a file, not stdout; give a name"),
     ],
 )  # fmt: skip
@@ -166,9 +169,11 @@ def test_every_writing_command_checks_out_one_way(
     compacted: tuple[Path, str, str, str], command: str, out: str, said: str
 ) -> None:
     """`replay --out a/b/x.db` made the folders a/b, `export --out a/b/x.json` refused
-    them: one check (cli/outpath.py) for every file a command writes, before it reads."""
+    them: one check (cli/outpath.py) for every file a command writes, before it reads.
+    `o.db` is ANOTHER ledger: `export --out o.db.head` wrote JSON over its head anchor."""
     db, sid, _cid, _tip = compacted
     folder = db.parent
+    Ledger.open(folder / "o.db").close()
     _writers(db, sid, "x")
     before = _files(folder)
     named = out if out == "-" else f"{folder}/{out}"
@@ -322,3 +327,22 @@ def test_a_cut_error_line_splits_no_escape(compacted: tuple[Path, str, str, str]
         for part in (head.rsplit("… [", 1)[0], tail):
             rest = part.replace("\\x1b", "")
             assert "\\" not in rest and "x1" not in rest and not rest.startswith(("1b", "b")), part
+
+
+def test_replay_out_names_a_side_file_of_another_ledger_as_out(
+    compacted: tuple[Path, str, str, str],
+) -> None:
+    """Review of session 41: `replay --out o.db-journal` was refused only when the scratch
+    ledger was opened, and named "the ledger path", not --out."""
+    db, sid, _cid, _tip = compacted
+    other = db.parent / "o.db"
+    Ledger.open(other).close()
+    before = _files(db.parent)
+    out = db.parent / "o.db-journal"
+    result = run(db, "replay", sid, "--summarizer", "offline", "--out", str(out))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: --out {out} is SQLite's rollback journal of the ledger {other}: "
+        "give another file\n"
+    )
+    assert _files(db.parent) == before

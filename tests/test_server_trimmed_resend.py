@@ -192,3 +192,17 @@ async def test_arguments_nesting_too_deep_are_refused_and_nothing_is_appended(
         r.service.ledger.refresh()
         assert len(list(r.service.ledger.store.read_all())) == before
         assert r.upstream.turn == 1  # never sent on
+
+
+def test_only_small_recorded_arguments_are_kept_in_the_digest_cache() -> None:
+    """Review of session 41: the cache kept up to 16,384 recorded argument texts alive as
+    keys, MB-sized ones too; a text over the cap is hashed each time, never kept."""
+    from ctxledger.server import history
+
+    history._cached_digest.cache_clear()
+    big = json.dumps({"blob": "x" * (history._CACHED_TEXT_CAP + 1)})
+    small = json.dumps({"b": 1, "a": 2})
+    assert history._recorded_digest(big) == history._recorded_digest(big) is not None
+    assert history._cached_digest.cache_info().currsize == 0
+    assert history._recorded_digest(small) == history._recorded_digest('{"a":2,"b":1}')
+    assert history._cached_digest.cache_info().currsize == 2

@@ -18,6 +18,7 @@ from ctxledger.errors import InvalidInput, UnknownCompaction, UnknownSession
 from ctxledger.events import SessionSwitched, SummaryGenerated, ToolResultsPruned
 from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
+from ctxledger.ledger.refs import compaction_matches
 from ctxledger.messages import JSON
 
 #: layout origins that hold a summary (a merged message is a tail message plus the summary)
@@ -130,7 +131,7 @@ def match_compaction(ledger: Ledger, ref: str) -> tuple[str, str]:
     if not isinstance(ref, str) or not ref:
         raise InvalidInput("a compaction id is required (`ctxledger audit SESSION` lists them)")
     made = compacted_sessions(ledger)
-    matches = [ref] if ref in made else [cid for cid in made if cid.startswith(ref)]
+    matches = compaction_matches(made, ref)
     if len(matches) > 1:
         raise InvalidInput(f"compaction prefix {ref!r} is ambiguous ({len(matches)} compactions)")
     if not matches:
@@ -161,7 +162,7 @@ def is_compaction_ref(ledger: Ledger, ref: str) -> bool:
     ids = compacted_sessions(ledger)
     if ref in ids or ref in sessions:
         return ref in ids
-    prefixed = any(c.startswith(ref) for c in ids)
+    prefixed = bool(compaction_matches(ids, ref))
     if prefixed and any(s.startswith(ref) for s in sessions):
         raise InvalidInput(
             f"{ref!r} is the prefix of both a session and a compaction id; give more of it"

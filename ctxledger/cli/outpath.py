@@ -10,6 +10,7 @@ the same for every command (README, "Files written"):
   see, not a tree to find later.
 - OUT is never the ledger or one of its files (``-wal``, ``.head``, ``.leases/`` …, a
   link of any kind to one: ``export --out ledger.db`` replaced the ledger, session 40),
+  nor any other ledger (a file that starts with SQLite's header) or a side file of one,
   nor a file the command reads (``trajectories compress`` IN), nor are the files
   written beside OUT.
 - ``-`` is stdout where the output is text (``export --out -``); elsewhere it is
@@ -28,8 +29,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore.files import LEASES_SUFFIX, SIDE_SUFFIXES
-from ctxledger.eventstore.opening import is_url
+from ctxledger.eventstore.files import (
+    LEASES_SUFFIX,
+    SIDE_SUFFIXES,
+    is_sqlite_file,
+    side_file_of,
+)
+from ctxledger.eventstore.opening import is_url, refuse_unfit_path
 from ctxledger.inputfile import is_stream, shown_path, stat_of
 
 __all__ = ["checked_out", "refuse_ledger_file"]
@@ -55,6 +61,9 @@ def checked_out(
         raise InvalidInput(f"{option} -: this command writes a file, not stdout; give a name")
     for target in (path, *beside):
         refuse_ledger_file(target, ledger, option)
+        _refuse_any_ledger_file(target, option)
+    if new:  # (`replay --out O.db-journal` was refused as "the ledger path", not --out)
+        refuse_unfit_path(str(path), option)
     named = f"{option} {shown_path(path)}"
     folder = os.path.dirname(os.path.abspath(path))
     where = stat_of(folder, option)
@@ -73,6 +82,24 @@ def checked_out(
     if new and stat_of(path, option) is not None:
         raise InvalidInput(f"{named} already exists: give a new file name")
     return is_stream(path)
+
+
+def _refuse_any_ledger_file(target: Path, option: str) -> None:
+    """Refuse `target` when it is ANY ledger or one of its side files, not only the
+    command's own: ``--db l.db export S --out o.db.head`` wrote JSON over o.db's head
+    anchor (review of session 41). A ledger is never replaced by an output."""
+    side = side_file_of(str(target))
+    if side is not None:
+        ledger, what = side
+        raise InvalidInput(
+            f"{option} {shown_path(target)} is {what} of the ledger {shown_path(ledger)}: "
+            "give another file"
+        )
+    if is_sqlite_file(str(target)):
+        raise InvalidInput(
+            f"{option} {shown_path(target)} is a SQLite database (a ledger is never "
+            "replaced by an output): give another file"
+        )
 
 
 def _is_read(named: str, path: Path, target: Path) -> str:

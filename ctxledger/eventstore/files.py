@@ -37,6 +37,7 @@ __all__ = [
     "close_side_lock",
     "create_ledger_file",
     "create_private_file",
+    "is_sqlite_file",
     "open_side_file",
     "open_side_folder",
     "open_side_lock",
@@ -61,9 +62,9 @@ SIDE_SUFFIXES = (*SQLITE_SIDES, LOCK_SUFFIX, HEAD_SUFFIX)
 
 #: what each side file is, in words (:func:`side_file_of`)
 _SIDE_ROLES = {
-    "-wal": "SQLite's write-ahead log",
-    "-shm": "SQLite's shared-memory index",
-    "-journal": "SQLite's rollback journal",
+    WAL_SUFFIX: "SQLite's write-ahead log",
+    SHM_SUFFIX: "SQLite's shared-memory index",
+    JOURNAL_SUFFIX: "SQLite's rollback journal",
     LOCK_SUFFIX: "the write-lock file",
     HEAD_SUFFIX: "the sealed head anchor",
     LEASES_SUFFIX: "the folder of lease files",
@@ -90,6 +91,12 @@ def side_file_of(path: str) -> tuple[str, str] | None:
         if path.endswith(suffix) and _is_sqlite(path[: -len(suffix)]):
             return path[: -len(suffix)], role
     return None
+
+
+def is_sqlite_file(path: str) -> bool:
+    """Whether `path` is a regular file starting with :data:`SQLITE_HEADER`: a command
+    writing an output never replaces one (it may be a ledger)."""
+    return _is_sqlite(path)
 
 
 def _is_sqlite(path: str) -> bool:

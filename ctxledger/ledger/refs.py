@@ -3,14 +3,21 @@ short id ``show`` prints, or its index)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ctxledger.errors import InvalidInput, UnknownMessage, UnknownSession
 from ctxledger.integers import shown
 from ctxledger.projections import SessionView
 from ctxledger.projections.chains import ChainsState
 
-__all__ = ["SHORT_ID_CHARS", "resolve_message", "resolve_pin", "resolve_session", "short_ids"]
+__all__ = [
+    "SHORT_ID_CHARS",
+    "compaction_matches",
+    "resolve_message",
+    "resolve_pin",
+    "resolve_session",
+    "short_ids",
+]
 
 #: the shortest suffix ``show`` prints as a message's short id
 SHORT_ID_CHARS = 8
@@ -43,9 +50,7 @@ def resolve_session(state: ChainsState, ref: str) -> str:
         return matches[0]
     if matches:
         raise InvalidInput(f"session prefix {ref!r} is ambiguous ({len(matches)} sessions)")
-    compactions = [c for c in state.compacted if c == ref] or [
-        c for c in state.compacted if c.startswith(ref)
-    ]
+    compactions = compaction_matches(state.compacted, ref)
     if len(compactions) == 1:
         raise UnknownSession(_a_compaction(state, compactions[0]))
     if compactions:
@@ -54,6 +59,12 @@ def resolve_session(state: ChainsState, ref: str) -> str:
             "sessions` lists the sessions, `ctxledger audit SESSION` a chain's compactions"
         )
     raise UnknownSession(f"no session {shown(ref)}; `ctxledger sessions` lists them")
+
+
+def compaction_matches(compacted: Collection[str], ref: str) -> list[str]:
+    """The compaction ids among `compacted` that `ref` names: ``[ref]`` when it is one,
+    else every id it begins (the one rule for ``show``, ``expand``, ``diff``, ``audit``)."""
+    return [ref] if ref in compacted else [c for c in compacted if c.startswith(ref)]
 
 
 def _a_compaction(state: ChainsState, cid: str) -> str:

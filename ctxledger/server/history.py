@@ -233,11 +233,28 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-@functools.lru_cache(maxsize=16_384)
+#: recorded argument texts up to this many characters have their digest kept; a bigger
+#: one is hashed on each comparison (the cache would keep it alive as a key)
+_CACHED_TEXT_CAP = 64 * 1024
+
+
 def _recorded_digest(text: str) -> bytes | None:
     """The digest of a recorded call's arguments in their one spelling (None: compared as
-    written), kept: a line's recorded replies are compared again on every request. Only
-    recorded texts are kept (a client's are new strings each request)."""
+    written), kept for texts under :data:`_CACHED_TEXT_CAP` characters: a line's recorded
+    replies are compared again on every request. Only recorded texts are kept (a client's
+    are new strings each request); 16,384 texts of up to 64 KB each at most, since the
+    cache holds its keys alive (review of session 41: MB-sized arguments were kept)."""
+    if len(text) > _CACHED_TEXT_CAP:
+        return _digest_of(text)
+    return _cached_digest(text)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _cached_digest(text: str) -> bytes | None:
+    return _digest_of(text)
+
+
+def _digest_of(text: str) -> bytes | None:
     canonical = _canonical(text)
     return None if canonical is None else _digest(canonical)
 

@@ -562,7 +562,7 @@ def _end_with_switch(
 def _storable(text: str) -> str:
     """`text` (a session's source, named after its file) as the log can store it: a
     byte of a file name that is not UTF-8 arrives as a lone surrogate (0xff as U+DCFF)
-    and is written ``\\xff``, any other lone surrogate ``\\udXXX`` (``import`` of
+    and is written ``\\xff``, any other lone surrogate as its ``\\u`` escape (``import`` of
     such a file failed: "SessionStarted has a field of the wrong type", session 41)."""
     try:
         text.encode("utf-8")

@@ -383,16 +383,22 @@ def test_a_ledger_in_a_side_file_s_name_opens_when_it_is_one(
         assert len(ledger.sessions()) == 1
 
 
-def test_a_ledger_this_user_cannot_read_says_so(place: Path) -> None:
-    """It said "could not open the ledger read-only …: unable to open database file"."""
-    db = _demo_ledger(place)
-    os.chmod(db, 0o000)
+def _sessions_unprivileged(db: Path) -> list[object]:
+    """`ctxledger --db DB sessions` run as an unprivileged user: [exit code, output]."""
 
     def run() -> list[object]:
         result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
         return [result.exit_code, result.output]
 
-    code, output = unprivileged(run)  # type: ignore[misc]
+    return unprivileged(run)  # type: ignore[no-any-return]
+
+
+def test_a_ledger_this_user_cannot_read_says_so(place: Path) -> None:
+    """It said "could not open the ledger read-only …: unable to open database file"."""
+    db = _demo_ledger(place)
+    os.chmod(db, 0o000)
+
+    code, output = _sessions_unprivileged(db)
     assert code == 1, output
     assert f"the ledger path {db} cannot be read by this user (the file is uid" in str(output)
     assert "mode 0000" in str(output)
@@ -424,11 +430,7 @@ def test_a_user_s_own_unreadable_ledger_says_chmod(place: Path) -> None:
     if os.geteuid() == 0:
         os.chown(db, 65534, 65534)
 
-    def run() -> list[object]:
-        result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
-        return [result.exit_code, result.output]
-
-    code, output = unprivileged(run)  # type: ignore[misc]
+    code, output = _sessions_unprivileged(db)
     assert code == 1, output
     assert f"cannot be read by this user, its owner (mode 0200): chmod u+r {db}" in str(output)
 

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from helpers.asgi import request_body, serve_lifespan
+from helpers.asgi import http_scope, request_body, serve_lifespan
 from helpers.server_rig import rig
 from helpers.uvicorn_thread import serving
 
@@ -64,20 +64,7 @@ async def _call_hanging_up(
             started.append(message["status"])
 
     headers = [(b"content-type", b"application/json"), (b"authorization", b"Bearer sk-c")]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 5000),
-        "server": ("proxy.test", 80),
-        "root_path": "",
-    }
+    scope = http_scope(method, path, headers, port=5000)
     with anyio.fail_after(10):  # (without the watch: the upstream's 30 s)
         await app(scope, receive, send)
     return started[0]

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers.asgi import http_scope
 from helpers.server_rig import rig
 
 TOKEN = "raw-requests-token-0123456789abcdef"
@@ -42,20 +43,7 @@ async def _send(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query,
-        "root_path": "",
-        "headers": [AUTH, *headers],
-        "client": ("127.0.0.1", 1),
-        "server": ("proxy.test", 80),
-    }
+    scope = http_scope(method, path, [AUTH, *headers], query)
     with anyio.fail_after(10):
         await app(scope, receive, send)
     status = next(m["status"] for m in sent if m["type"] == "http.response.start")

@@ -36,3 +36,24 @@ async def respond(
     start = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": status, "headers": [*start, *headers]})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def http_scope(
+    method: str, path: str, headers: list[tuple[bytes, bytes]], query: bytes = b"", port: int = 1
+) -> dict[str, Any]:
+    """The ASGI scope of one HTTP/1.1 request to the proxy from 127.0.0.1, for tests that
+    drive the app with raw messages (bytes no client library would send)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", port),
+        "server": ("proxy.test", 80),
+    }

@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 from helpers.failing import SECRET, SecretSummarizer
-from helpers.ledger_helpers import chain_events
+from helpers.ledger_helpers import chain_events, conversation_file
 
 from ctxledger.analysis.compactions import chain_compactions
 from ctxledger.cli import compress as compress_cli
@@ -67,12 +67,7 @@ def test_every_command_has_help_and_is_documented(name: str) -> None:
 
 @pytest.fixture
 def imported(tmp_path: Path) -> tuple[Path, str]:
-    synth = SessionSynth(5, big_outputs=False)
-    messages = [{"role": "system", "content": synth.system_prompt()}]
-    for turn in synth.turns(14):
-        messages += turn
-    path = tmp_path / "conv.jsonl"
-    path.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
+    path = conversation_file(tmp_path / "conv.jsonl")
     db = tmp_path / "l.db"
     result = run(db, "import", str(path), "--context-length", "16000", "--model", "gpt-test")
     assert result.exit_code == 0, result.output

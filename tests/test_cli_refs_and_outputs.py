@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from helpers.ledger_helpers import conversation_file
 
 from ctxledger.cli.main import cli
-from ctxledger.demo.synth import SessionSynth
 from ctxledger.errors import UnknownSession
 from ctxledger.ledger.facade import Ledger
 
@@ -25,12 +25,7 @@ def compacted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str,
     """(ledger, the root session, its compaction, the continuation) of one imported,
     compressed conversation."""
     folder = tmp_path_factory.mktemp("compacted")
-    synth = SessionSynth(5, big_outputs=False)
-    messages = [{"role": "system", "content": synth.system_prompt()}]
-    for turn in synth.turns(14):
-        messages += turn
-    path = folder / "conv.jsonl"
-    path.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
+    path = conversation_file(folder / "conv.jsonl")
     db = folder / "l.db"
     result = run(db, "import", str(path), "--context-length", "16000", "--model", "m")
     sid = result.output.strip().splitlines()[-1]

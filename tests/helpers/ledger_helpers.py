@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,3 +93,14 @@ def run_cli(path: Path | str, *args: str) -> tuple[int, str]:
     """``ctxledger --db path args...`` in process: its exit code and output."""
     result = CliRunner().invoke(cli, ["--db", str(path), *args])
     return result.exit_code, result.output
+
+
+def conversation_file(path: Path, seed: int = 5, turns: int = 14) -> Path:
+    """A synthetic conversation (a system prompt and `turns` turns) written to `path` as
+    OpenAI JSON lines, for the CLI's `import`."""
+    synth = SessionSynth(seed, big_outputs=False)
+    messages = [{"role": "system", "content": synth.system_prompt()}]
+    for turn in synth.turns(turns):
+        messages += turn
+    path.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
+    return path

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from helpers.ledger_helpers import dump_log
+from helpers.strategies import STREAM_SHAPES
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from ctxledger.errors import ConcurrencyError, InvalidInput
 from ctxledger.events import Event, MessageAppended, SessionStarted
@@ -48,12 +48,7 @@ def _store(path: Path) -> SQLiteEventStore:
 
 
 @settings(max_examples=15, deadline=None)
-@given(
-    sizes=st.lists(st.integers(0, 9), min_size=1, max_size=3),
-    chunk=st.integers(1, 4),
-    before=st.integers(0, 3),
-    big=st.integers(-1, 5),
-)
+@given(**STREAM_SHAPES)
 def test_streamed_rows_are_those_append_many_writes(
     tmp_path_factory: pytest.TempPathFactory, sizes: list[int], chunk: int, before: int, big: int
 ) -> None:

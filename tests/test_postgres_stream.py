@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 from helpers.pg_server import PgServer
+from helpers.strategies import STREAM_SHAPES
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from test_append_stream import _events
 from test_import_streamed import input_text
 
@@ -98,12 +98,7 @@ _EXAMPLES = count()
 @settings(
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    sizes=st.lists(st.integers(0, 9), min_size=1, max_size=3),
-    chunk=st.integers(1, 4),
-    before=st.integers(0, 3),
-    big=st.integers(-1, 5),
-)
+@given(**STREAM_SHAPES)
 def test_streamed_rows_are_those_append_many_writes(
     pg_server: PgServer, tmp_path: Path, sizes: list[int], chunk: int, before: int, big: int
 ) -> None:

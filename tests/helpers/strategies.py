@@ -325,3 +325,13 @@ def mutate_once(
     else:
         add(draw, parent, at[-1])
     return True
+
+
+#: the shapes a streamed append's property draws (test_append_stream, test_postgres_stream):
+#: streams' sizes, the chunk size, events already in the log, which event is a blob (-1: none)
+STREAM_SHAPES = {
+    "sizes": st.lists(st.integers(0, 9), min_size=1, max_size=3),
+    "chunk": st.integers(1, 4),
+    "before": st.integers(0, 3),
+    "big": st.integers(-1, 5),
+}

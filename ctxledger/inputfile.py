@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import printable, shown
 
 __all__ = [
     "WRITER_WAIT",
@@ -30,6 +31,7 @@ __all__ = [
     "is_stream",
     "open_input",
     "path_exists",
+    "path_text",
     "read_capped",
     "readable_kind",
     "shown_path",
@@ -141,9 +143,26 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
 
 
 def shown_path(path: str | os.PathLike[str]) -> str:
-    """`path` as a message shows it: cut at :data:`SHOWN_PATH` characters."""
+    """`path` as a message shows it: cut at :data:`SHOWN_PATH` characters, a character a
+    terminal would act on escaped (a file name may hold ESC)."""
     text = os.fspath(path)
-    return text if len(text) <= SHOWN_PATH else text[:SHOWN_PATH] + "…"
+    return printable(text if len(text) <= SHOWN_PATH else text[:SHOWN_PATH] + "…")
+
+
+def path_text(path: object, what: str, error: type[InvalidInput] = InvalidInput) -> str:
+    """`path` (text, bytes or path-like) as text, else `error` naming `what` (``the ledger
+    path``): a number was a TypeError, a NUL a ValueError and a lone surrogate a
+    UnicodeEncodeError from the open; no file name holds either."""
+    if not isinstance(path, str | bytes | os.PathLike):
+        raise error(f"{what} must be text or a path, got {type(path).__name__}")
+    text = os.fsdecode(path)
+    if "\x00" in text:
+        raise error(f"{what} {shown(text)} holds a NUL character: no file name can")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise error(f"{what} {shown(text)} holds a lone surrogate: no file name can") from None
+    return text
 
 
 def stat_of(path: str | os.PathLike[str], what: str) -> os.stat_result | None:

@@ -57,17 +57,35 @@ _SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, 60, 60, 
 
 
 def shown(value: object) -> str:
-    """A value of any type as an error quotes it: short, and never an error itself (a
-    list nesting 5,000 levels or holding itself raised RecursionError from ``repr``, an
-    int of 5,000 digits ValueError, a 2 MB string was quoted whole)."""
+    """A value of any type as an error quotes it: short, plain text, and never an error
+    itself (a list nesting 5,000 levels or holding itself raised RecursionError from
+    ``repr``, an int of 5,000 digits ValueError, a 2 MB string was quoted whole, an
+    object's own ``repr`` could hold terminal control bytes)."""
     if isinstance(value, int) and value.bit_length() > 128:
         return f"an integer of {decimal_digits(value):,} digits"
     if isinstance(value, str):  # a cut says how long the whole is
         return quoted_short(str.__str__(value))
     try:
-        return _SHOWN.repr(value)
+        return printable(_SHOWN.repr(value))
     except Exception:  # a repr that raises (reprlib only covers instances of classes)
         return f"a {type(value).__name__}"
 
 
-__all__ = ["MAX_DIGITS", "all_digits", "ascii_int", "decimal_digits", "quoted_short", "shown"]
+def printable(text: str) -> str:
+    """`text` with each character a terminal would act on (control, format, unpaired
+    surrogate, line and paragraph separators) written as its Python escape (``\\x1b``):
+    text from outside (a path, an object's ``repr``, a library's message) shown as is."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+__all__ = [
+    "MAX_DIGITS",
+    "all_digits",
+    "ascii_int",
+    "decimal_digits",
+    "printable",
+    "quoted_short",
+    "shown",
+]

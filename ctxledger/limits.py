@@ -83,9 +83,9 @@ def _env_int(name: str, default: int) -> int:
     try:
         value = int(raw.strip())
     except ValueError:
-        raise InvalidInput(f"{name} must be a positive integer, got {raw!r}") from None
+        raise InvalidInput(f"{name} must be a positive integer, got {shown(raw)}") from None
     if value < 1:
-        raise InvalidInput(f"{name} must be a positive integer, got {raw!r}")
+        raise InvalidInput(f"{name} must be a positive integer, got {shown(raw)}")
     return value
 
 
@@ -356,9 +356,9 @@ def check_token_count(value: Any, field: str) -> int:
         raise InvalidInput(f"{field} must be a number, got {type(value).__name__}")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidInput(f"{field} must be a finite number, got {value!r}")
+            raise InvalidInput(f"{field} must be a finite number, got {shown(value)}")
         if not value.is_integer():
-            raise InvalidInput(f"{field} must be a whole number of tokens, got {value!r}")
+            raise InvalidInput(f"{field} must be a whole number of tokens, got {shown(value)}")
     if value < 0:
         raise InvalidInput(f"{field} must not be negative, got {shown(value)}")
     if value > MAX_TOKEN_COUNT:

@@ -34,6 +34,7 @@ from ctxledger.compressor.config import (
 )
 from ctxledger.errors import InvalidConfig
 from ctxledger.inputfile import shown_path
+from ctxledger.integers import shown
 
 __all__ = [
     "CONFIG_ENV",
@@ -267,7 +268,7 @@ def resolve_config(
 def _check_key(key: str, known: set[str], where: str) -> None:
     if key not in known:
         raise InvalidConfig(
-            f"unknown setting {key!r}{did_you_mean(key)} in {where}; `ctxledger config` lists them"
+            f"unknown setting {shown(key)}{did_you_mean(key)} in {where}; `ctxledger config` lists them"
         )
 
 

@@ -58,6 +58,7 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    check_durability,
     in_versions,
     of_stream,
     prepare_append,
@@ -145,8 +146,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
             raise InvalidConfig(
                 f"schema {self.schema!r} must be a lowercase identifier (letters, digits, _)"
             )
-        if durability not in ("full", "normal"):
-            raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
+        check_durability(durability)
         if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
             raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
         self.durability = durability

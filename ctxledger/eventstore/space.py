@@ -13,6 +13,8 @@ import os
 import resource
 
 from ctxledger.errors import InvalidInput
+from ctxledger.inputfile import path_text
+from ctxledger.integers import shown
 
 #: the path of a private temporary SQLite log (SQLite's own temporary database: kept in
 #: its page cache, spilled to an unnamed file, gone when closed); ``":memory:"`` keeps
@@ -28,10 +30,14 @@ PAGE_SIZE = 4096
 
 
 def ledger_path(path: str | os.PathLike[str]) -> str:
-    """`path` as text; an empty one is refused (a missing setting, not a choice)."""
-    text = os.fspath(path)
+    """`path` as text; refused by name (InvalidInput): an empty one (a missing setting, not
+    a choice), and one no file can have (:func:`~ctxledger.inputfile.path_text`: a
+    number, a NUL, a lone surrogate raised Python's own errors)."""
+    if path == TEMPORARY:  # (the one name holding a NUL: only code asks for it)
+        return TEMPORARY
+    text = path_text(path, "the ledger path")
     if not text.strip():  # (an empty one, or only blanks: a file named by a blank)
-        what = "is empty" if not text else f"{text!r} is only blank characters"
+        what = "is empty" if not text else f"{shown(text)} is only blank characters"
         raise InvalidInput(
             f"the ledger path {what}: give a file path (or ':memory:' for a private in-memory log)"
         )

@@ -49,6 +49,7 @@ from ctxledger.eventstore.base import (
     EventStore,
     PreparedBatch,
     StreamedRequest,
+    check_durability,
     in_versions,
     of_stream,
     prepare_append,
@@ -123,8 +124,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
         read_only: bool = False,
         existing: bool = False,
     ) -> None:
-        if durability not in ("full", "normal"):
-            raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
+        check_durability(durability)
         if (
             busy_timeout_ms < 0
             or blob_threshold < 1

@@ -425,7 +425,7 @@ class OverflowRecovery:
             raise ContextOverflowError(
                 f"The provider still rejects the prompt as too long after {self.attempts} "
                 f"compression attempt{'s' if self.attempts != 1 else ''}"
-                f"{f' ({cls.evidence!r})' if cls.evidence else ''}. {_SUGGESTION}"
+                f"{f' ({shown(cls.evidence)})' if cls.evidence else ''}. {_SUGGESTION}"
             )
         self.attempts += 1
         return self.attempts

@@ -43,6 +43,7 @@ from ctxledger import (
     SQLiteEventStore,
     audit_chain,
     audit_compaction,
+    compact,
     diff,
     expand,
     handle_tool_call,
@@ -306,3 +307,38 @@ def test_an_api_key_of_the_wrong_type_is_not_quoted() -> None:
     with pytest.raises(InvalidConfig) as caught:
         LLMSummarizer(env={}, api_key=["sk-secret"])
     assert "sk-secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"busy_timeout_ms": "5000"},
+        {"busy_timeout_ms": 2**70},
+        {"blob_threshold": 1.5},
+        {"blob_threshold": 0},
+        {"max_page_count": "48"},
+        {"max_page_count": True},
+    ],
+    ids=["busy text", "busy huge", "blob float", "blob zero", "pages text", "pages bool"],
+)
+def test_a_store_option_out_of_range_or_of_the_wrong_type_is_refused(
+    options: dict[str, Any],
+) -> None:
+    name = next(iter(options))
+    with pytest.raises(InvalidConfig, match=f"{name} must be an integer from"):
+        SQLiteEventStore(":memory:", **options)
+
+
+def test_compact_and_whatif_refuse_a_config_that_is_no_compression_config() -> None:
+    led, sid = _fresh()
+    try:
+        before = led.store.last_seq()
+        with pytest.raises(InvalidConfig, match="config must be a CompressionConfig"):
+            _run(compact(led, sid, OfflineSummarizer(), config={"threshold": 0.6}))  # type: ignore[arg-type]
+        with pytest.raises(InvalidConfig, match="config must be a CompressionConfig"):
+            whatif(led, sid, config={"threshold": 0.6})  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="out must be text or a path, got int"):
+            whatif(led, sid, out=5)  # type: ignore[arg-type]
+        assert led.store.last_seq() == before
+    finally:
+        led.close()

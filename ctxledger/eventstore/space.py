@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import resource
 
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidConfig, InvalidInput
+from ctxledger.eventstore.base import check_durability
 from ctxledger.inputfile import path_text
 from ctxledger.integers import shown
 
@@ -42,6 +43,23 @@ def ledger_path(path: str | os.PathLike[str]) -> str:
             f"the ledger path {what}: give a file path (or ':memory:' for a private in-memory log)"
         )
     return text
+
+
+def check_options(
+    durability: object, busy_timeout_ms: object, blob_threshold: object, max_page_count: object
+) -> None:
+    """InvalidConfig unless a SQLite store's options are in range (a text or a float
+    was a TypeError from the comparison; 2**70 an OverflowError from SQLite)."""
+    check_durability(durability)
+    for name, value, low in (
+        ("busy_timeout_ms", busy_timeout_ms, 0),
+        ("blob_threshold", blob_threshold, 1),
+        ("max_page_count", 1 if max_page_count is None else max_page_count, 1),
+    ):
+        if type(value) is not int or not low <= value < 2**31:
+            raise InvalidConfig(
+                f"{name} must be an integer from {low} to {2**31 - 1:,}, got {shown(value)}"
+            )
 
 
 #: below this much free space on the ledger's filesystem a failed write counts as "full"

@@ -76,9 +76,9 @@ def _ambiguous(
         zeros += "0"
     at = f"{name}@{zeros}{seq}"
     return (
-        f"{shown(ref)} is ambiguous: it is session {shown(ref)} and also session {name!r} at seq "
+        f"{shown(ref)} is ambiguous: it is session {shown(ref)} and also session {shown(name)} at seq "
         f"{seq}; write {shown(whole)} for session {shown(ref)} (as of that event) or "
-        f"{shown(at)} for session {name!r} at seq {seq}"
+        f"{shown(at)} for session {shown(name)} at seq {seq}"
     )
 
 

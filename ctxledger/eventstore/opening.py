@@ -70,7 +70,9 @@ def _kind(text: str) -> str:
 
 def _named(text: str) -> str:
     """`text` as an error names it: a URL (without its password) or a path."""
-    return f"the ledger URL {shown_url(text)!r}" if is_url(text) else f"the ledger path {text!r}"
+    return (
+        f"the ledger URL {shown_url(text)!r}" if is_url(text) else f"the ledger path {shown(text)}"
+    )
 
 
 def target_text(target: object) -> str:

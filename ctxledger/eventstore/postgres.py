@@ -92,6 +92,7 @@ from ctxledger.eventstore.rows import (
     VerifyReport,
     decode_rows,
 )
+from ctxledger.integers import shown
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
@@ -144,7 +145,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
         self.schema = schema or url_schema or "public"
         if not SCHEMA_NAME.fullmatch(self.schema):
             raise InvalidConfig(
-                f"schema {self.schema!r} must be a lowercase identifier (letters, digits, _)"
+                f"schema {shown(self.schema)} must be a lowercase identifier (letters, digits, _)"
             )
         check_durability(durability)
         if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:

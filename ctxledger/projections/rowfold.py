@@ -248,12 +248,14 @@ def _check_unstarted(seq: int, stream_id: object, names: Mapping[int, str], bodi
     elif stream_id not in names:
         problem = f"the row's stream_id {quoted(stream_id)} names no stream"
     elif not isinstance(name, str):
-        problem = f"the row's stream_id {stream_id!r} names a stream whose name is {quoted(name)}"
+        problem = (
+            f"the row's stream_id {quoted(stream_id)} names a stream whose name is {quoted(name)}"
+        )
     else:
         session = bodies.event_at(seq).session_id
         if session == name:
             return
-        problem = f"the row's stream {name!r} is not its event's session {quoted(session)}"
+        problem = f"the row's stream {quoted(name)} is not its event's session {quoted(session)}"
     raise undecodable(seq, problem)
 
 

@@ -72,12 +72,21 @@ def shown(value: object) -> str:
 
 
 def printable(text: str) -> str:
-    """`text` with each character a terminal would act on (control, format, unpaired
-    surrogate, line and paragraph separators) written as its Python escape (``\\x1b``):
-    text from outside (a path, an object's ``repr``, a library's message) shown as is."""
+    """`text` with each character ``str.isprintable`` refuses (controls, format and bidi
+    characters, unpaired surrogates, line and paragraph separators) written as
+    :func:`escaped` shows it: text from outside (a path, an object's ``repr``, a
+    library's message) shown as is, but never acted on by a terminal."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() else escaped(c) for c in text)
+
+
+def escaped(char: str) -> str:
+    """One character as ctxledger shows one it will not print (``ctxledger.terminal``
+    too): ``\\n``, ``\\t``, ``\\x1b`` (two hex digits below 0x100), ``\\u202e``."""
+    code = ord(char)
+    named = {"\n": "\\n", "\t": "\\t"}.get(char)
+    return named or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 __all__ = [
@@ -85,6 +94,7 @@ __all__ = [
     "all_digits",
     "ascii_int",
     "decimal_digits",
+    "escaped",
     "printable",
     "quoted_short",
     "shown",

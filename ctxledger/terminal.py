@@ -30,6 +30,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from ctxledger.integers import escaped
+
 __all__ = ["BIDI_CONTROLS", "TABLE_MIN_WIDTH", "PlainConsole", "block", "inline", "plain", "styled"]
 
 #: the bidi controls that reorder what follows them: embeddings, overrides, isolates
@@ -51,13 +53,10 @@ _CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_REORDERING}{_SURROGA
 _LINE_BREAKING = re.compile(
     f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_REORDERING}{_MARKS_AND_INVISIBLE}{_SURROGATES}]"
 )
-_NAMED = {"\n": "\\n", "\t": "\\t"}
 
 
 def _visible(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return escaped(match.group())
 
 
 def plain(text: object) -> str:

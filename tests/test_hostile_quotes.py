@@ -206,7 +206,7 @@ def test_shown_escapes_what_an_objects_own_repr_holds() -> None:
 
 def test_printable_leaves_plain_text_alone_and_escapes_the_rest() -> None:
     assert printable("a path/é ü") == "a path/é ü"
-    assert printable("a\x1bb\u2028c\ud800\t") == "a\\x1bb\\u2028c\\ud800\\t"
+    assert printable("a\x1bb\u2028c\ud800\t\r") == "a\\x1bb\\u2028c\\ud800\\t\\x0d"
 
 
 def test_a_path_holding_control_bytes_is_shown_escaped(tmp_path: Path) -> None:

@@ -31,9 +31,9 @@ from ctxledger.eventstore.rows import (
     HeadRow,
     MessageHead,
     decode_head,
+    shown,
     undecodable,
 )
-from ctxledger.integers import shown as quoted
 from ctxledger.messages import JSON
 from ctxledger.projections.bodies import Bodies
 from ctxledger.projections.stored import SessionView, StoredMessage, TranscriptState
@@ -246,16 +246,16 @@ def _check_unstarted(seq: int, stream_id: object, names: Mapping[int, str], bodi
     if stream_id is None:
         problem = "the row's stream_id is NULL"
     elif stream_id not in names:
-        problem = f"the row's stream_id {quoted(stream_id)} names no stream"
+        problem = f"the row's stream_id {shown(stream_id)} names no stream"
     elif not isinstance(name, str):
         problem = (
-            f"the row's stream_id {quoted(stream_id)} names a stream whose name is {quoted(name)}"
+            f"the row's stream_id {shown(stream_id)} names a stream whose name is {shown(name)}"
         )
     else:
         session = bodies.event_at(seq).session_id
         if session == name:
             return
-        problem = f"the row's stream {quoted(name)} is not its event's session {quoted(session)}"
+        problem = f"the row's stream {shown(name)} is not its event's session {shown(session)}"
     raise undecodable(seq, problem)
 
 

@@ -55,7 +55,7 @@ from ctxledger import (
     undo,
     whatif,
 )
-from ctxledger.integers import printable, shown
+from ctxledger.integers import NOT_PRINTED_IN_LINE, printable, shown
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
 TOOL = {"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}
@@ -75,7 +75,8 @@ class _Loud:
 
 
 def _plain(text: str) -> bool:
-    return text.isprintable()
+    """No character the terminal would escape on one line (the one set, in integers)."""
+    return NOT_PRINTED_IN_LINE.search(text) is None
 
 
 @st.composite

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Container
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import ascii_int, shown
+from ctxledger.integers import ascii_int, shown, shown_id
 from ctxledger.ledger.facade import Ledger
 
 
@@ -57,7 +57,7 @@ def _refused(ref: str, problem: str, sessions: Collection[str]) -> InvalidInput:
     starting = sorted(s for s in sessions if isinstance(s, str) and s.startswith(ref))
     if not starting:
         return InvalidInput(f"{shown(ref)}: {problem}")
-    names = ", ".join(shown(s) for s in starting[:3])
+    names = ", ".join(shown_id(s) for s in starting[:3])  # (whole: to be copied)
     more = f" (and {len(starting) - 3} more)" if len(starting) > 3 else ""
     which = "session" if len(starting) == 1 else "sessions"
     return InvalidInput(
@@ -76,9 +76,9 @@ def _ambiguous(
         zeros += "0"
     at = f"{name}@{zeros}{seq}"
     return (
-        f"{shown(ref)} is ambiguous: it is session {shown(ref)} and also session {shown(name)} at seq "
-        f"{seq}; write {shown(whole)} for session {shown(ref)} (as of that event) or "
-        f"{shown(at)} for session {shown(name)} at seq {seq}"
+        f"{shown_id(ref)} is ambiguous: it is session {shown_id(ref)} and also session "
+        f"{shown_id(name)} at seq {seq}; write {shown_id(whole)} for session {shown_id(ref)} "
+        f"(as of that event) or {shown_id(at)} for session {shown_id(name)} at seq {seq}"
     )
 
 

@@ -34,6 +34,7 @@ from ctxledger.eventstore.rows import (
     shown,
     undecodable,
 )
+from ctxledger.integers import shown_id
 from ctxledger.messages import JSON
 from ctxledger.projections.bodies import Bodies
 from ctxledger.projections.stored import SessionView, StoredMessage, TranscriptState
@@ -255,7 +256,10 @@ def _check_unstarted(seq: int, stream_id: object, names: Mapping[int, str], bodi
         session = bodies.event_at(seq).session_id
         if session == name:
             return
-        problem = f"the row's stream {shown(name)} is not its event's session {shown(session)}"
+        # (whole: Codex segments `stem#2`, `stem#3` must read apart)
+        problem = (
+            f"the row's stream {shown_id(name)} is not its event's session {shown_id(session)}"
+        )
     raise undecodable(seq, problem)
 
 

@@ -18,6 +18,7 @@ import errno
 import os
 import select
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -149,19 +150,31 @@ def shown_path(path: str | os.PathLike[str]) -> str:
     return printable(text if len(text) <= SHOWN_PATH else text[:SHOWN_PATH] + "…")
 
 
-def path_text(path: object, what: str, error: type[InvalidInput] = InvalidInput) -> str:
-    """`path` (text, bytes or path-like) as text, else `error` naming `what` (``the ledger
-    path``): a number was a TypeError, a NUL a ValueError and a lone surrogate a
-    UnicodeEncodeError from the open; no file name holds either."""
+def path_text(
+    path: object,
+    what: str,
+    error: type[InvalidInput] = InvalidInput,
+    *,
+    expected: str = "must be text or a path",
+    named: Callable[[str], str] | None = None,
+    noun: str | Callable[[str], str] = "file name",
+) -> str:
+    """`path` (text, bytes or path-like) as text, else `error`: a number was a TypeError,
+    a NUL a ValueError and a lone surrogate a UnicodeEncodeError from the open; no
+    `noun` (of the text) holds either. The messages read "`what` `expected`, got int"
+    and "`named` (of the text) holds a NUL character, which no `noun` can" (`named` by
+    default: `what` and the text quoted short)."""
     if not isinstance(path, str | bytes | os.PathLike):
-        raise error(f"{what} must be text or a path, got {type(path).__name__}")
+        raise error(f"{what} {expected}, got {type(path).__name__}")
     text = os.fsdecode(path)
+    name = named or (lambda text: f"{what} {shown(text)}")
+    kind = noun if isinstance(noun, str) else noun(text)
     if "\x00" in text:
-        raise error(f"{what} {shown(text)} holds a NUL character: no file name can")
-    try:
+        raise error(f"{name(text)} holds a NUL character, which no {kind} can")
+    try:  # ('\udcff' is byte 0xff: a name can hold it; '\ud800' no file system can)
         os.fsencode(text)
     except UnicodeEncodeError:
-        raise error(f"{what} {shown(text)} holds a lone surrogate: no file name can") from None
+        raise error(f"{name(text)} holds a lone surrogate, which no {kind} can") from None
     return text
 
 

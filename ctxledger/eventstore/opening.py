@@ -24,7 +24,7 @@ from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.inputfile import file_kind, shown_path, stat_of
+from ctxledger.inputfile import file_kind, path_text, shown_path, stat_of
 from ctxledger.integers import shown
 from ctxledger.shownurl import shown_url
 
@@ -80,27 +80,20 @@ def target_text(target: object) -> str:
     a number, a path holding NUL or a lone surrogate (no file name can) or a SQLite
     ``file:`` URI is InvalidInput, not a TypeError / ValueError / UnicodeEncodeError / a
     stray folder."""
-    if isinstance(target, bytes):
-        target = os.fsdecode(target)
-    if not isinstance(target, str | os.PathLike):
-        raise InvalidInput(
-            f"a ledger is a file path or a postgresql:// URL, got {type(target).__name__}"
-        )
-    text = os.fspath(target)
-    text = os.fsdecode(text) if isinstance(text, bytes) else text
+    if target == TEMPORARY:  # (the private temporary log's name: the one with a NUL)
+        return TEMPORARY
+    text = path_text(
+        target,
+        "a ledger",
+        expected="is a file path or a postgresql:// URL",
+        named=_named,
+        noun=_kind,
+    )
     if text and not text.strip():  # " " made a file named by a blank, and its lock file
         raise InvalidInput(
             f"the ledger path {shown(text)} is only blank characters: give a file path or a "
             "postgresql:// URL"
         )
-    if "\x00" in text and text != TEMPORARY:  # (the private temporary log's name)
-        raise InvalidInput(f"{_named(text)} holds a NUL character, which no {_kind(text)} can")
-    try:  # a lone surrogate no file system name can hold ('\udcff' is byte 0xff: fine)
-        os.fsencode(text)
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            f"{_named(text)} holds a lone surrogate, which no {_kind(text)} can"
-        ) from None
     if text.startswith("file:"):  # taken as a relative path, it left ./file:/... behind
         raise InvalidInput(
             f"{shown(text)} is a SQLite URI, not a ledger path: give the file's path (a ledger "

@@ -353,8 +353,13 @@ def _humanize(exc: msgspec.ValidationError) -> str:
     text = str(exc)
     if " - at `$." in text:
         message, _, where = text.rpartition(" - at `$.")
-        return f"{printable(where.rstrip('`')[:100])}: {printable(message[:300])}"
-    return printable(text[:300])
+        return f"{_cut(where.rstrip('`'), 100)}: {_cut(message, 300)}"
+    return _cut(text, 300)
+
+
+def _cut(text: str, most: int) -> str:
+    """`text` escaped, cut at `most` characters with a mark saying it was."""
+    return printable(text) if len(text) <= most else f"{printable(text[:most])}… (cut)"
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -417,9 +422,11 @@ def _config_bytes(path: Path) -> bytes:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    raw = b""
     try:
+        raw = _config_bytes(path)
         # (utf-8-sig: a file an editor saved with a byte-order mark was "Invalid statement")
-        data = tomllib.loads(_config_bytes(path).decode("utf-8-sig"))
+        data = tomllib.loads(raw.decode("utf-8-sig"))
     except InvalidConfig:
         raise
     except FileNotFoundError:
@@ -428,9 +435,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise InvalidConfig(f"config file {shown_path(path)} is not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         bad = exc.object[exc.start : exc.start + 1].hex()
+        at = exc.start + len(raw) - len(exc.object)  # (utf-8-sig decodes after a BOM)
         raise InvalidConfig(
             f"config file {shown_path(path)} is not UTF-8 text (it holds the byte 0x{bad} at offset "
-            f"{exc.start:,})"
+            f"{at:,})"
         ) from None
     except ValueError as exc:  # tomllib's int() of a number past Python's digit limit
         if "integer string conversion" not in str(exc):

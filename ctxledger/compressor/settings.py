@@ -189,9 +189,9 @@ def find_config_file(
         try:
             there = path.is_file()
         except OSError as exc:  # (a name over the system's limit: a traceback, session 39)
-            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)!r}: {exc.strerror}") from None
+            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)}: {exc.strerror}") from None
         if not there:
-            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)!r}: no such config file")
+            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)}: no such config file")
         return path, CONFIG_ENV
     local = Path(cwd) if cwd is not None else Path.cwd()
     if _found(local / CONFIG_FILENAME):

@@ -46,7 +46,6 @@ import psycopg_pool
 from ctxledger.errors import (
     CtxLedgerError,
     InvalidConfig,
-    InvalidInput,
     StoreError,
     UnknownBlob,
 )
@@ -80,6 +79,7 @@ from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schem
 from ctxledger.eventstore.postgres_stream import PgStreamed
 from ctxledger.eventstore.postgres_url import (
     SCHEMA_NAME,
+    check_postgres_url,
     describe,
     is_postgres_url,
     split_schema,
@@ -139,8 +139,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
         index_dir: str | os.PathLike[str] | None = None,
         create: bool = True,
     ) -> None:
-        if not is_postgres_url(url):
-            raise InvalidInput(f"not a PostgreSQL URL: {url!r}; use postgresql://user@host/db")
+        check_postgres_url(url)
         conninfo, url_schema = split_schema(url)
         self.schema = schema or url_schema or "public"
         if not SCHEMA_NAME.fullmatch(self.schema):

@@ -28,6 +28,8 @@ UNPERSISTED = (":memory:", TEMPORARY)
 #: a one-event append dirties three pages (the row and two index leaves), all fsynced on
 #: commit; 4 KiB pages made those ~7 % faster than 8 KiB ones, costing batches ~4 %
 PAGE_SIZE = 4096
+#: the most pages SQLite lets a database have (``PRAGMA max_page_count`` takes no more)
+MAX_PAGE_COUNT = 4_294_967_294
 
 
 def ledger_path(path: str | os.PathLike[str]) -> str:
@@ -51,14 +53,14 @@ def check_options(
     """InvalidConfig unless a SQLite store's options are in range (a text or a float
     was a TypeError from the comparison; 2**70 an OverflowError from SQLite)."""
     check_durability(durability)
-    for name, value, low in (
-        ("busy_timeout_ms", busy_timeout_ms, 0),
-        ("blob_threshold", blob_threshold, 1),
-        ("max_page_count", 1 if max_page_count is None else max_page_count, 1),
+    for name, value, low, high in (
+        ("busy_timeout_ms", busy_timeout_ms, 0, 2**31 - 1),
+        ("blob_threshold", blob_threshold, 1, 2**31 - 1),
+        ("max_page_count", 1 if max_page_count is None else max_page_count, 1, MAX_PAGE_COUNT),
     ):
-        if type(value) is not int or not low <= value < 2**31:
+        if type(value) is not int or not low <= value <= high:
             raise InvalidConfig(
-                f"{name} must be an integer from {low} to {2**31 - 1:,}, got {shown(value)}"
+                f"{name} must be an integer from {low} to {high:,}, got {shown(value)}"
             )
 
 

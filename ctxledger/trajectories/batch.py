@@ -86,7 +86,8 @@ def read_records(in_path: str | os.PathLike[str]) -> list[InputRecord]:
 
 
 def complete_lines(path: Path) -> list[bytes]:
-    """The newline-terminated lines of a file that decode as JSON (a torn tail is dropped).
+    """The newline-terminated lines of a file, each JSON (a torn last line is dropped; a
+    line not JSON before others is InvalidInput).
     An output that exists is read back to resume when it is a regular file; a FIFO or
     /dev/null is not read (it waited for a writer); anything else is refused (/dev/zero
     was read until memory ran out)."""
@@ -99,14 +100,19 @@ def complete_lines(path: Path) -> list[bytes]:
         raise InvalidInput(
             f"{shown_path(path)} is {exc.strerror}: the output must be a file, a FIFO or /dev/null"
         ) from None
-    out: list[bytes] = []
-    for raw in data.split(b"\n")[:-1]:
+    *lines, tail = data.split(b"\n")
+    for lineno, raw in enumerate(lines, 1):
         try:
             msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            break
-        out.append(raw)
-    return out
+        except msgspec.DecodeError as exc:
+            if lineno == len(lines) and not tail:  # the last line: a crash tore it
+                return lines[:-1]
+            raise InvalidInput(  # (a line edited in the middle: dropping it dropped the rest)
+                f"{shown_path(path)}:{lineno} is not JSON ({printable(str(exc)[:200])}) and "
+                "lines follow it: only a last line a crash tore is dropped; restore the file, "
+                "or remove OUT and its metrics file to start over; nothing was changed"
+            ) from None
+    return lines
 
 
 def metrics_line(line: bytes, path: str | os.PathLike[str], lineno: int) -> TrajectoryMetrics:

@@ -19,6 +19,7 @@ from ctxledger.importers.anthropic import add_anthropic_message, add_assistant, 
 from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
+from ctxledger.integers import shown
 from ctxledger.limits import MAX_CONTEXT_LENGTH, MAX_MODEL_CHARS, check_name
 from ctxledger.messages import INSTRUCTION_ROLES, audio_reference, kind_of, refusal_text
 from ctxledger.server.history import strip_cache_markers
@@ -142,7 +143,7 @@ def _messages(body: Mapping[str, Any]) -> list[Any]:
         raise InvalidInput("'messages' must be a non-empty list")
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
-            raise InvalidInput(f"messages[{index}] must be a JSON object, got {message!r}"[:200])
+            raise InvalidInput(f"messages[{index}] must be a JSON object, got {shown(message)}")
     return messages
 
 

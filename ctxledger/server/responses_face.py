@@ -39,6 +39,7 @@ import httpx
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.integers import shown
 from ctxledger.messages import INSTRUCTION_ROLES
 from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
@@ -244,15 +245,15 @@ def resolve_previous(
         raise HTTPError(
             400,
             "provider_state_unsupported",
-            f"previous_response_id {previous!r} is not a response this proxy recorded, and "
+            f"previous_response_id {shown(previous)} is not a response this proxy recorded, and "
             f"history kept only by the provider cannot be compacted: {SEND_WHOLE_INPUT}",
         )
     family = _family_root(ledger, stored.session_id)
     header = (request.headers.get(SESSION_HEADER) or "").strip()
     if header and header != family:
         raise InvalidInput(
-            f"previous_response_id {previous!r} continues session {family!r}, "
-            f"not {header!r} ({SESSION_HEADER})"
+            f"previous_response_id {shown(previous)} continues session {shown(family)}, "
+            f"not {shown(header)} ({SESSION_HEADER})"
         )
     turn.messages = [dict(m) for m in recorded[: end + 1]] + turn.messages
     return family

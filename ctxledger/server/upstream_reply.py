@@ -23,6 +23,7 @@ import httpx
 import msgspec
 from starlette.responses import JSONResponse, Response
 
+from ctxledger.integers import shown
 from ctxledger.messages import kind_of
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.shownurl import scrubbed
@@ -217,7 +218,7 @@ async def refuse_encoded(served_by: str, upstream: str, resp: httpx.Response) ->
         return None
     await resp.aclose()
     why = (
-        f"answered in content-encoding {encoding!r} though asked for identity: its "
+        f"answered in content-encoding {shown(encoding)} though asked for identity: its "
         "answers are read uncompressed (a compressed one decodes past any memory cap)"
     )
     return _bad_reply(served_by, upstream, why)

@@ -1,0 +1,119 @@
+"""Batched append into the segment layout vs today's rows vs the raw insert (issue 14).
+
+The same work as ``store_bench.bench_batched_append`` (appends of 1,000 events, durability
+full, a fresh file each time), for three sides run in interleaved rounds (the order
+reversed every other round): ``events`` (today's SQLiteEventStore), ``segment``
+(:class:`segment_store.SegmentStore`, one row per append) and ``raw`` (executemany of the
+pre-encoded payloads into a one-column table). Reports CPU (``time.process_time``) and
+wall medians per event and each store's ratio to raw; after each segment round the log is
+read back (``read_all``) and compared with the events it was given.
+
+    python bench/segment_bench.py [--events 50000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from segment_store import SegmentStore
+from store_bench import _batches, _raw_full, make_events
+
+from ctxledger.events import MessageAppended
+from ctxledger.eventstore import SQLiteEventStore
+
+
+def _store_write(events: list[MessageAppended], batch: int) -> Callable[[Any], None]:
+    def write(store: SQLiteEventStore) -> None:
+        versions: dict[str, int] = {}
+        for chunk in _batches(events, batch):
+            stream = chunk[0].session_id  # make_events keeps each block of 1000 in one stream
+            versions[stream] = store.append(stream, chunk, versions.get(stream, 0))
+
+    return write
+
+
+def _raw_write(payloads: list[tuple[bytes]], batch: int) -> Callable[[Any], None]:
+    def write(conn: Any) -> None:
+        for lo in range(0, len(payloads), batch):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO events (payload) VALUES (?)", payloads[lo : lo + batch])
+            conn.execute("COMMIT")
+
+    return write
+
+
+def _one(
+    open_: Callable[[str], Any], write: Callable[[Any], None], check: Callable[[Any], None] | None
+) -> tuple[float, float]:
+    """(CPU s, wall s) of `write` on a fresh file; `check(target)` after the clock stops."""
+    with tempfile.TemporaryDirectory() as tmp:
+        target = open_(os.path.join(tmp, "bench.db"))
+        cpu, wall = time.process_time(), time.perf_counter()
+        write(target)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if check is not None:
+            check(target)
+        target.close()
+    return cpu, wall
+
+
+def run(events: int, rounds: int, batch: int = 1000) -> dict[str, Any]:
+    evs = make_events(events)
+    payloads = [(msgspec.json.encode(e),) for e in evs]
+
+    def check(store: SegmentStore) -> None:
+        got = [r.event for r in store.read_all()]
+        if got != evs:
+            raise RuntimeError("the segment store did not read back what it was given")
+
+    sides: dict[str, tuple[Callable[[str], Any], Callable[[Any], None], Any]] = {
+        "events": (SQLiteEventStore, _store_write(evs, batch), None),
+        "segment": (SegmentStore, _store_write(evs, batch), check),
+        "raw": (_raw_full, _raw_write(payloads, batch), None),
+    }
+    spent: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+    loads = []
+    names = list(sides)
+    for turn in range(rounds):
+        for name in names if turn % 2 == 0 else names[::-1]:
+            spent[name].append(_one(*sides[name]))
+        loads.append(os.getloadavg()[0])
+    cpu = {n: statistics.median(c for c, _ in v) / events * 1e6 for n, v in spent.items()}
+    wall = {n: statistics.median(w for _, w in v) / events * 1e6 for n, v in spent.items()}
+    return {
+        "bench": "append_batched_segments",
+        "events": events,
+        "rounds": rounds,
+        "cpu_us_per_event": {n: round(v, 2) for n, v in cpu.items()},
+        "wall_us_per_event": {n: round(v, 2) for n, v in wall.items()},
+        "cpu_ratio": {n: round(cpu["raw"] / cpu[n], 3) for n in ("events", "segment")},
+        "wall_ratio": {n: round(wall["raw"] / wall[n], 3) for n in ("events", "segment")},
+        "load_average": [round(x, 2) for x in loads],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.events, args.rounds)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,257 @@
+"""One row per append ("segments"): issue 14's candidate SQLite layout, write path and
+the reads that check it (stage 1; not a store format of ctxledger).
+
+A segment holds one append to one stream: its link header (the JSON that
+:func:`~ctxledger.eventstore.rows.link_hash` hashes: previous link, first seq, stream,
+first version, and every event's id, kind, schema and crc digest), the payloads
+concatenated, their lengths, the message heads and the link. A WITHOUT ROWID table maps
+each event id to its seq, so a re-sent id is found and a clashing one refused. The
+link is the linked format's, hash for hash: the chain value a segment hands on is the
+one the same append leaves in the events table, so exploding a segment gives the rows
+that table would hold, and every reader of those rows (decode, the chain verifier)
+works on it unchanged. A log may mix both: reads merge the two tables by seq.
+
+:class:`SegmentStore` is :class:`~ctxledger.eventstore.SQLiteEventStore` with appends
+written as segments and ``read_all``, ``stream_version`` and ``verify`` reading both
+tables; every other read still sees only the events table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+
+from ctxledger.errors import ConcurrencyError
+from ctxledger.eventstore import sqlite_sql as q
+from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
+from ctxledger.eventstore.rows import (
+    GENESIS_HASH,
+    ChainVerifier,
+    HeadedRow,
+    VerifyReport,
+    chain_tip,
+)
+from ctxledger.eventstore.sqlite import SQLiteEventStore
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS segments (first_seq INTEGER PRIMARY KEY,"
+    " stream_id INTEGER NOT NULL, first_version INTEGER NOT NULL,"
+    " last_version INTEGER NOT NULL, header BLOB NOT NULL, lengths BLOB NOT NULL,"
+    " payloads BLOB NOT NULL, heads BLOB, link TEXT NOT NULL);"
+    "CREATE UNIQUE INDEX IF NOT EXISTS segments_by_stream ON segments (stream_id, last_version);"
+    "CREATE TABLE IF NOT EXISTS segment_ids (event_id TEXT PRIMARY KEY,"
+    " seq INTEGER NOT NULL) WITHOUT ROWID;"
+)
+_TAIL = (
+    "SELECT first_seq + last_version - first_version, link FROM segments"
+    " ORDER BY first_seq DESC LIMIT 1"
+)
+_INSERT_SEGMENT = "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ID_BLOCK = 250  # ids per multi-row INSERT (500 parameters)
+_INSERT_ID = "INSERT INTO segment_ids (event_id, seq) VALUES (?, ?)"
+_INSERT_IDS = _INSERT_ID + ", (?, ?)" * (_ID_BLOCK - 1)
+# the segments holding seqs from..to: the one that starts at or before `from`, and on
+_SEGMENTS = (
+    "SELECT g.first_seq, coalesce(s.stream, ''), g.first_version, g.header, g.lengths,"
+    " g.payloads, g.heads, g.link FROM segments AS g LEFT JOIN streams AS s USING (stream_id)"
+    " WHERE g.first_seq >= coalesce((SELECT max(first_seq) FROM segments WHERE first_seq <= ?), 0)"
+    " AND g.first_seq <= ? ORDER BY g.first_seq LIMIT ?"
+)
+_STREAM = (
+    "SELECT s.stream_id, max("
+    "(SELECT coalesce(max(version), 0) FROM events AS e WHERE e.stream_id = s.stream_id),"
+    " (SELECT coalesce(max(last_version), 0) FROM segments AS g WHERE g.stream_id = s.stream_id))"
+    " FROM streams AS s WHERE s.stream = ?"
+)
+_ID_SEQ = "SELECT seq FROM segment_ids WHERE event_id = ?"
+_VERIFY_EVENTS = q.VERIFY_HEADS.replace("e.seq >= ?", "e.seq >= ? AND e.seq <= ?")
+_encode: Callable[[object], bytes] = msgspec.json.Encoder().encode
+_Header = tuple[str, int, str, int, list[str], list[str], list[int], list[str]]
+_decode_header = msgspec.json.Decoder(_Header).decode
+_decode_heads = msgspec.json.Decoder(list[tuple[str | None, int | None]]).decode
+#: a segment as _SEGMENTS reads it
+Found = tuple[int, str, int, bytes, bytes, bytes, bytes | None, str]
+
+
+def tail(conn: sqlite3.Connection) -> tuple[int, str]:
+    """(last seq, chain value) of a log kept in segments and/or event rows."""
+    ends = [conn.execute(_TAIL).fetchone(), conn.execute(q.TAIL).fetchone()]
+    found = [(int(row[0]), chain_tip(row[1])) for row in ends if row is not None]
+    return max(found) if found else (0, GENESIS_HASH)
+
+
+def insert_ids(conn: sqlite3.Connection, flat: list[object]) -> None:
+    """INSERT (event id, seq) pairs: whole blocks, then the rest one by one."""
+    step = _ID_BLOCK * 2
+    whole = len(flat) - len(flat) % step
+    for start in range(0, whole, step):
+        conn.execute(_INSERT_IDS, flat[start : start + step])
+    if whole < len(flat):
+        conn.executemany(_INSERT_ID, [flat[i : i + 2] for i in range(whole, len(flat), 2)])
+
+
+def write_segment(
+    conn: sqlite3.Connection,
+    at: tuple[int, str],
+    stream_id: int,
+    version: int,
+    batch: PreparedBatch,
+) -> tuple[int, str]:
+    """Insert one batch (linked) as one segment after log position `at`; the new position."""
+    seq, prev = at
+    rows = batch.rows
+    ids = [row[0] for row in rows]
+    payloads = [row[3] for row in rows]
+    crc = zlib.crc32
+    digests = [str(crc(p)) for p in payloads]
+    header = _encode(
+        (prev, seq + 1, batch.stream, version + 1, ids,
+         [row[1] for row in rows], [row[2] for row in rows], digests)
+    )  # fmt: skip
+    joined = b"".join(payloads)
+    sha = hashlib.sha256(header)
+    sha.update(joined)
+    link = sha.hexdigest()
+    heads = batch.heads
+    stored_heads = _encode(heads) if heads is not None else None
+    count = len(rows)
+    conn.execute(
+        _INSERT_SEGMENT,
+        (seq + 1, stream_id, version + 1, version + count, header,
+         struct.pack(f"<{count}I", *map(len, payloads)), joined, stored_heads, link),
+    )  # fmt: skip
+    flat: list[object] = [None] * (2 * count)
+    flat[0::2] = ids
+    flat[1::2] = range(seq + 1, seq + count + 1)
+    insert_ids(conn, flat)
+    return seq + count, link
+
+
+def exploded(found: Found) -> Iterator[HeadedRow]:
+    """The rows a segment holds, as the events table would (verify's HeadedRow); a
+    segment that cannot be split gives one row at its first seq that fails its digest."""
+    first_seq, stream, first_version, header, lengths, payloads, heads, link = found
+    try:
+        parts = _decode_header(header)
+        ids, kinds, schemas, digests = parts[4], parts[5], parts[6], parts[7]
+        count = len(digests)
+        sizes = struct.unpack(f"<{count}I", lengths)
+        held = _decode_heads(heads) if heads is not None else [(None, None)] * count
+        if not (count == len(ids) == len(kinds) == len(schemas) == len(held) >= 1):
+            raise ValueError("columns of unequal length")
+    except (msgspec.DecodeError, msgspec.ValidationError, struct.error, ValueError):
+        yield (first_seq, stream, first_version, "", "", 0, b"", "?:", None, None)
+        return
+    view, offset = memoryview(payloads), 0
+    for i in range(count):
+        end = offset + sizes[i]
+        digest = digests[i] if i < count - 1 else f"{digests[i]}:{link}"
+        yield (first_seq + i, stream, first_version + i, ids[i], kinds[i], schemas[i],
+               bytes(view[offset:end]), digest, *held[i])  # fmt: skip
+        offset = end
+
+
+class SegmentStore(SQLiteEventStore):
+    """Appends as segments; ``read_all``, ``stream_version`` and ``verify`` read both tables."""
+
+    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+        super().__init__(path, **options)
+        with self._lock, self._errors("open the ledger"):
+            self._conn.executescript(SCHEMA)
+
+    def _versions(
+        self, batches: list[PreparedBatch]
+    ) -> tuple[list[tuple[int | None, int]], tuple[PreparedBatch, int] | None]:
+        current: list[tuple[int | None, int]] = []
+        stale: tuple[PreparedBatch, int] | None = None
+        for batch in batches:
+            row = self._conn.execute(_STREAM, (batch.stream,)).fetchone()
+            stream_id, version = (row[0], row[1]) if row is not None else (None, 0)
+            if stale is None and batch.rows and batch.expected_version not in (None, version):
+                stale = (batch, version)
+            current.append((stream_id, version))
+        return current, stale
+
+    def stream_version(self, stream: str) -> int:
+        with self._lock, self._errors("read a stream version"):
+            row = self._conn.execute(_STREAM, (stream,)).fetchone()
+        return int(row[1]) if row is not None else 0
+
+    def _stored_in(self, event_id: str) -> StoredAs | None:
+        found = self._conn.execute(_ID_SEQ, (event_id,)).fetchone()
+        if found is None:
+            return super()._stored_in(event_id)
+        seq = int(found[0])
+        row = next(r for s in self._segments(seq, seq) for r in exploded(s) if r[0] == seq)
+        return (row[1], row[4], row[5], as_stored(row[6]))
+
+    def _write(
+        self, batches: list[PreparedBatch], new_blobs: dict[str, bytes], check_ids: bool
+    ) -> dict[str, int]:
+        conn = self._conn
+        current, stale = self._versions(batches)
+        if stale is not None or check_ids:
+            blobs = blobs_then(new_blobs, self._blob_in)
+            if already_stored(batches, self._stored_in, blobs):
+                return {b.stream: v for b, (_, v) in zip(batches, current, strict=True)}
+            if stale is not None:
+                raise ConcurrencyError(stale[0].stream, stale[0].expected_version or 0, stale[1])
+        if new_blobs:
+            conn.executemany(q.INSERT_BLOB, [(r, len(d), d) for r, d in new_blobs.items()])
+        at = tail(conn)
+        first = at[0]
+        out: dict[str, int] = {}
+        for batch, (stream_id, version) in zip(batches, current, strict=True):
+            out[batch.stream] = version + len(batch.rows)
+            if not batch.rows:
+                continue
+            if batch.chain == "per_event":
+                raise NotImplementedError("a per-event copy is not written as segments")
+            if stream_id is None:
+                stream_id = conn.execute(q.NEW_STREAM, (batch.stream, at[0] + 1)).lastrowid
+            at = write_segment(conn, at, stream_id, version, batch)
+        self._wrote.span = (first + 1, at[0]) if at[0] > first else None
+        return out
+
+    def _segments(self, from_seq: int, to_seq: int, limit: int = 2**62) -> list[Found]:
+        found: list[Found] = self._conn.execute(_SEGMENTS, (from_seq, to_seq, limit)).fetchall()
+        return found
+
+    def _headed(self, from_seq: int, limit: int) -> list[HeadedRow]:
+        """Up to `limit` rows from `from_seq` on, from both tables, in seq order."""
+        upto = from_seq + limit - 1  # seqs are dense: no more rows than that can follow
+        with self._lock, self._errors("read the log"):
+            rows: list[HeadedRow] = self._conn.execute(
+                _VERIFY_EVENTS, (from_seq, upto, limit)
+            ).fetchall()
+            found = self._segments(from_seq, upto, limit)
+        rows += [r for s in found for r in exploded(s) if from_seq <= r[0] <= upto]
+        rows.sort(key=lambda r: r[0])
+        return rows[:limit]
+
+    def _stored_rows(
+        self, from_seq: int, to_seq: int, limit: int
+    ) -> list[tuple[int, int, int, bytes, str]]:
+        rows = self._headed(from_seq, limit)
+        return [(r[0], r[2], r[5], r[6], r[7]) for r in rows if r[0] <= to_seq]
+
+    def verify(self) -> VerifyReport:
+        verifier = ChainVerifier(self._check_blobs())
+        next_seq = 1
+        while True:
+            rows = self._headed(next_seq, 4000)
+            if not rows or not verifier.feed(rows):
+                break
+            next_seq = rows[-1][0] + 1
+        return verifier.report()
+
+
+__all__ = ["SCHEMA", "SegmentStore", "exploded", "insert_ids", "tail", "write_segment"]

@@ -12,7 +12,7 @@ that table would hold, and every reader of those rows (decode, the chain verifie
 works on it unchanged. A log may mix both: reads merge the two tables by seq.
 
 :class:`SegmentStore` is :class:`~ctxledger.eventstore.SQLiteEventStore` with appends
-written as segments and ``read_all``, ``stream_version`` and ``verify`` reading both
+written as segments and ``read_all``, ``last_seq``, ``stream_version`` and ``verify`` reading both
 tables; every other read still sees only the events table.
 """
 
@@ -185,6 +185,10 @@ class SegmentStore(SQLiteEventStore):
             row = self._conn.execute(_STREAM, (stream,)).fetchone()
         return int(row[1]) if row is not None else 0
 
+    def last_seq(self) -> int:
+        with self._lock, self._errors("read the log's end"):
+            return tail(self._conn)[0]
+
     def _stored_in(self, event_id: str) -> StoredAs | None:
         found = self._conn.execute(_ID_SEQ, (event_id,)).fetchone()
         if found is None:
@@ -216,7 +220,9 @@ class SegmentStore(SQLiteEventStore):
             if batch.chain == "per_event":
                 raise NotImplementedError("a per-event copy is not written as segments")
             if stream_id is None:
-                stream_id = conn.execute(q.NEW_STREAM, (batch.stream, at[0] + 1)).lastrowid
+                stream_id = int(
+                    conn.execute(q.NEW_STREAM, (batch.stream, at[0] + 1)).lastrowid or 0
+                )
             at = write_segment(conn, at, stream_id, version, batch)
         self._wrote.span = (first + 1, at[0]) if at[0] > first else None
         return out

@@ -23,23 +23,30 @@ import os
 import sqlite3
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from ctxledger.errors import ConcurrencyError
+from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
+    MESSAGE_SCHEMA,
     ChainVerifier,
+    ColumnRow,
     HeadedRow,
+    HeadRow,
     VerifyReport,
     chain_tip,
+    decode_bodies,
+    message_head,
 )
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.messages import JSON
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS segments (first_seq INTEGER PRIMARY KEY,"
@@ -72,6 +79,40 @@ _STREAM = (
     " FROM streams AS s WHERE s.stream = ?"
 )
 _ID_SEQ = "SELECT seq FROM segment_ids WHERE event_id = ?"
+_SEGMENT_COLUMNS = (
+    "SELECT g.first_seq, coalesce(s.stream, ''), g.first_version, g.header, g.lengths,"
+    " g.payloads, g.heads, g.link FROM segments AS g LEFT JOIN streams AS s USING (stream_id)"
+)
+# the segments holding given seqs (a JSON array): the last one starting at or before each
+_SEGMENTS_AT = (
+    _SEGMENT_COLUMNS + " WHERE g.first_seq IN (SELECT (SELECT max(first_seq) FROM segments"
+    " WHERE first_seq <= j.value) FROM json_each(?) AS j) ORDER BY g.first_seq"
+)
+_EVENTS_AT = q.VERIFY_HEADS.replace(
+    "WHERE e.seq >= ? ORDER BY e.seq LIMIT ?",
+    "WHERE e.seq IN (SELECT value FROM json_each(?)) ORDER BY e.seq",
+)
+# a stream's segments holding versions from..to, in version order
+_STREAM_SEGMENTS = (
+    _SEGMENT_COLUMNS + " WHERE g.stream_id = ? AND g.last_version >= ? AND g.first_version <= ?"
+    " ORDER BY g.last_version"
+)
+_STREAM_EVENTS = q.VERIFY_HEADS.replace(
+    "WHERE e.seq >= ? ORDER BY e.seq LIMIT ?",
+    "WHERE e.stream_id = ? AND e.version >= ? AND e.version <= ? ORDER BY e.version",
+)
+_STREAM_ID = "SELECT stream_id FROM streams WHERE stream = ?"
+_STREAMS = (
+    "SELECT s.stream, max("
+    "(SELECT coalesce(max(version), 0) FROM events AS e WHERE e.stream_id = s.stream_id),"
+    " (SELECT coalesce(max(last_version), 0) FROM segments AS g WHERE g.stream_id = s.stream_id))"
+    " FROM streams AS s ORDER BY s.stream_id"
+)
+_SEGMENT_VERSION_AT = (
+    "SELECT min(last_version, first_version + ? - first_seq) FROM segments"
+    " WHERE stream_id = ? AND first_seq <= ? ORDER BY last_version DESC LIMIT 1"
+)
+_EVENTS_VERSION_AT = "SELECT max(version) FROM events WHERE stream_id = ? AND seq <= ?"
 _VERIFY_EVENTS = q.VERIFY_HEADS.replace("e.seq >= ?", "e.seq >= ? AND e.seq <= ?")
 _encode: Callable[[object], bytes] = msgspec.json.Encoder().encode
 _Header = tuple[str, int, str, int, list[str], list[str], list[int], list[str]]
@@ -228,6 +269,7 @@ class SegmentStore(SQLiteEventStore):
         return out
 
     def _segments(self, from_seq: int, to_seq: int, limit: int = 2**62) -> list[Found]:
+        """The segments holding seqs from..to (at most `limit`), in seq order."""
         found: list[Found] = self._conn.execute(_SEGMENTS, (from_seq, to_seq, limit)).fetchall()
         return found
 
@@ -248,6 +290,107 @@ class SegmentStore(SQLiteEventStore):
     ) -> list[tuple[int, int, int, bytes, str]]:
         rows = self._headed(from_seq, limit)
         return [(r[0], r[2], r[5], r[6], r[7]) for r in rows if r[0] <= to_seq]
+
+    def _rows_at(self, seqs: Iterable[int]) -> list[HeadedRow]:
+        """The rows at `seqs` from both tables, in seq order (only their segments read)."""
+        wanted = sorted(set(seqs))
+        asked = _encode(wanted)
+        with self._lock, self._errors("read the log"):
+            rows: list[HeadedRow] = self._conn.execute(_EVENTS_AT, (asked,)).fetchall()
+            found = self._conn.execute(_SEGMENTS_AT, (asked,)).fetchall()
+        keep = set(wanted)
+        rows += [r for g in found for r in exploded(g) if r[0] in keep]
+        rows.sort(key=lambda r: r[0])
+        return rows
+
+    def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
+        return self._decode([(r[0], r[2], r[5], r[6], r[7]) for r in self._rows_at(seqs)])
+
+    def read_bodies(self, seqs: Sequence[int]) -> dict[int, JSON]:
+        found, rest = decode_bodies((r[0], r[5], r[6]) for r in self._rows_at(seqs))
+        for rec in self.read_at(rest) if rest else ():
+            if type(rec.event) is MessageAppended:
+                found[rec.seq] = rec.event.message
+        return found
+
+    def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[Any]:
+        next_seq = from_seq
+        while rows := self._headed(next_seq, batch_size):
+            yield from (r[:8] for r in rows)
+            next_seq = rows[-1][0] + 1
+
+    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
+        for rows in self._pages(from_seq, to_seq):
+            yield [(r[0], r[2], r[5], r[6]) for r in rows]
+
+    def read_heads(
+        self, from_seq: int = 1, to_seq: int | None = None
+    ) -> Iterator[tuple[Mapping[int, str], list[ColumnRow]]]:
+        with self._lock, self._errors("read the log"):
+            names = dict(self._conn.execute("SELECT stream_id, stream FROM streams").fetchall())
+        ids = {name: stream_id for stream_id, name in names.items()}
+        for page in self._pages(from_seq, to_seq):
+            out: list[ColumnRow] = []
+            for seq, stream, _, _, _, schema, payload, _, mid, tokens in page:
+                head = message_head(mid, tokens)
+                whole = head[0] is None or schema != MESSAGE_SCHEMA
+                row: Any = (
+                    seq,
+                    ids.get(stream, 0),
+                    mid,
+                    tokens,
+                    schema,
+                    None if not whole else payload,
+                )
+                out.append(row)  # (ColumnRow is typed by the common case, as the store's)
+            yield names, out
+
+    def _pages(self, from_seq: int, to_seq: int | None) -> Iterator[list[HeadedRow]]:
+        upto, next_seq = to_seq or 2**62, from_seq
+        while rows := [r for r in self._headed(next_seq, 2000) if r[0] <= upto]:
+            yield rows
+            next_seq = rows[-1][0] + 1
+
+    def versions_at(self, stream_ids: Iterable[int], seq: int) -> dict[int, int]:
+        out: dict[int, int] = {}
+        with self._lock, self._errors("read stream versions"):
+            for stream_id in stream_ids:
+                found = [
+                    self._conn.execute(_SEGMENT_VERSION_AT, (seq, stream_id, seq)).fetchone(),
+                    self._conn.execute(_EVENTS_VERSION_AT, (stream_id, seq)).fetchone(),
+                ]
+                versions = [int(row[0]) for row in found if row is not None and row[0] is not None]
+                if versions:
+                    out[stream_id] = max(versions)
+        return out
+
+    def _stream_rows(self, stream: str, from_version: int, to_version: int) -> list[HeadedRow]:
+        with self._lock, self._errors("read a stream"):
+            found = self._conn.execute(_STREAM_ID, (stream,)).fetchone()
+            if found is None:
+                return []
+            where = (found[0], from_version, to_version)
+            rows: list[HeadedRow] = self._conn.execute(_STREAM_EVENTS, where).fetchall()
+            segments = self._conn.execute(_STREAM_SEGMENTS, where).fetchall()
+        rows += [r for g in segments for r in exploded(g) if from_version <= r[2] <= to_version]
+        rows.sort(key=lambda r: r[2])
+        return rows
+
+    def read_stream(
+        self, stream: str, from_version: int = 1, to_version: int | None = None
+    ) -> Iterator[Recorded]:
+        rows = self._stream_rows(stream, from_version, to_version or 2**62)
+        yield from self._decode([(r[0], r[2], r[5], r[6], r[7]) for r in rows])
+
+    def written_rows(
+        self, stream: str, after_version: int, count: int
+    ) -> list[tuple[int, int, str, str]]:
+        rows = self._stream_rows(stream, after_version + 1, after_version + count)
+        return [(r[0], r[2], r[3], r[7]) for r in rows]
+
+    def streams(self) -> list[tuple[str, int]]:
+        with self._lock, self._errors("list streams"):
+            return [(str(s), int(v)) for s, v in self._conn.execute(_STREAMS)]
 
     def verify(self) -> VerifyReport:
         verifier = ChainVerifier(self._check_blobs())

@@ -8,7 +8,11 @@ pre-encoded payloads into a one-column table). Reports CPU (``time.process_time`
 wall medians per event and each store's ratio to raw; after each segment round the log is
 read back (``read_all``) and compared with the events it was given.
 
-    python bench/segment_bench.py [--events 50000] [--rounds 5]
+    python bench/segment_bench.py [--events 50000] [--rounds 5] [--reads]
+
+``--reads`` measures the other side instead: one log of `events` events written by each
+store (appends of 1,000), then ``read_all`` (decoded) and ``read_heads`` (what a rebuild
+reads) over each, interleaved, CPU per event (medians).
 """
 
 from __future__ import annotations
@@ -106,12 +110,54 @@ def run(events: int, rounds: int, batch: int = 1000) -> dict[str, Any]:
     }
 
 
+def _reads(store: SQLiteEventStore) -> dict[str, Callable[[], int]]:
+    return {
+        "read_all": lambda: sum(1 for _ in store.read_all()),
+        "read_heads": lambda: sum(len(rows) for _, rows in store.read_heads()),
+    }
+
+
+def run_reads(events: int, rounds: int, batch: int = 1000) -> dict[str, Any]:
+    evs = make_events(events)
+    spent: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = {
+            "events": SQLiteEventStore(os.path.join(tmp, "e.db"), durability="normal"),
+            "segment": SegmentStore(os.path.join(tmp, "s.db"), durability="normal"),
+        }
+        for store in stores.values():
+            _store_write(evs, batch)(store)
+        for turn in range(rounds):
+            for layout in stores if turn % 2 == 0 else list(stores)[::-1]:
+                for read, fn in _reads(stores[layout]).items():
+                    cpu = time.process_time()
+                    if fn() != events:
+                        raise RuntimeError(f"{layout} {read} did not read every event")
+                    spent.setdefault(f"{read}:{layout}", []).append(time.process_time() - cpu)
+        for store in stores.values():
+            store.close()
+    cpu_us = {k: statistics.median(v) / events * 1e6 for k, v in spent.items()}
+    return {
+        "bench": "read_segments",
+        "events": events,
+        "rounds": rounds,
+        "cpu_us_per_event": {k: round(v, 2) for k, v in cpu_us.items()},
+        "segment_vs_events": {
+            read: round(cpu_us[f"{read}:events"] / cpu_us[f"{read}:segment"], 3)
+            for read in ("read_all", "read_heads")
+        },
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reads", action="store_true", help="measure reads instead of appends")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.events, args.rounds)), flush=True)
+    result = (run_reads if args.reads else run)(args.events, args.rounds)
+    print(json.dumps(result), flush=True)
     return 0
 
 

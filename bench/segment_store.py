@@ -19,6 +19,7 @@ tables; every other read still sees only the events table.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import sqlite3
 import struct
@@ -43,7 +44,6 @@ from ctxledger.eventstore.rows import (
     VerifyReport,
     chain_tip,
     decode_bodies,
-    message_head,
 )
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 from ctxledger.messages import JSON
@@ -51,8 +51,8 @@ from ctxledger.messages import JSON
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS segments (first_seq INTEGER PRIMARY KEY,"
     " stream_id INTEGER NOT NULL, first_version INTEGER NOT NULL,"
-    " last_version INTEGER NOT NULL, header BLOB NOT NULL, lengths BLOB NOT NULL,"
-    " payloads BLOB NOT NULL, heads BLOB, link TEXT NOT NULL);"
+    " last_version INTEGER NOT NULL, link TEXT NOT NULL, header BLOB NOT NULL,"
+    " heads BLOB, lengths BLOB NOT NULL, payloads BLOB NOT NULL);"
     "CREATE UNIQUE INDEX IF NOT EXISTS segments_by_stream ON segments (stream_id, last_version);"
     "CREATE TABLE IF NOT EXISTS segment_ids (event_id TEXT PRIMARY KEY,"
     " seq INTEGER NOT NULL) WITHOUT ROWID;"
@@ -61,7 +61,11 @@ _TAIL = (
     "SELECT first_seq + last_version - first_version, link FROM segments"
     " ORDER BY first_seq DESC LIMIT 1"
 )
-_INSERT_SEGMENT = "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# payloads last: reading the columns before them never walks their overflow pages
+_INSERT_SEGMENT = (
+    "INSERT INTO segments (first_seq, stream_id, first_version, last_version, header,"
+    " lengths, payloads, heads, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 _ID_BLOCK = 250  # ids per multi-row INSERT (500 parameters)
 _INSERT_ID = "INSERT INTO segment_ids (event_id, seq) VALUES (?, ?)"
 _INSERT_IDS = _INSERT_ID + ", (?, ?)" * (_ID_BLOCK - 1)
@@ -102,6 +106,12 @@ _STREAM_EVENTS = q.VERIFY_HEADS.replace(
     "WHERE e.stream_id = ? AND e.version >= ? AND e.version <= ? ORDER BY e.version",
 )
 _STREAM_ID = "SELECT stream_id FROM streams WHERE stream = ?"
+# a rebuild's read: no payloads (they come last in the row, see _INSERT_SEGMENT)
+_HEAD_SEGMENTS = (
+    "SELECT first_seq, stream_id, header, heads FROM segments WHERE first_seq >="
+    " coalesce((SELECT max(first_seq) FROM segments WHERE first_seq <= ?), 0)"
+    " AND first_seq <= ? ORDER BY first_seq"
+)
 _STREAMS = (
     "SELECT s.stream, max("
     "(SELECT coalesce(max(version), 0) FROM events AS e WHERE e.stream_id = s.stream_id),"
@@ -176,28 +186,35 @@ def write_segment(
     return seq + count, link
 
 
-def exploded(found: Found) -> Iterator[HeadedRow]:
-    """The rows a segment holds, as the events table would (verify's HeadedRow); a
-    segment that cannot be split gives one row at its first seq that fails its digest."""
+def exploded(found: Found, lo: int = 0, hi: int = 2**62) -> list[HeadedRow]:
+    """The rows a segment holds with lo <= seq <= hi, as the events table would hold
+    them (verify's HeadedRow); a segment that cannot be split gives one row at its
+    first seq that fails its digest."""
     first_seq, stream, first_version, header, lengths, payloads, heads, link = found
     try:
         parts = _decode_header(header)
         ids, kinds, schemas, digests = parts[4], parts[5], parts[6], parts[7]
         count = len(digests)
-        sizes = struct.unpack(f"<{count}I", lengths)
+        ends = list(itertools.accumulate(struct.unpack(f"<{count}I", lengths)))
         held = _decode_heads(heads) if heads is not None else [(None, None)] * count
         if not (count == len(ids) == len(kinds) == len(schemas) == len(held) >= 1):
             raise ValueError("columns of unequal length")
     except (msgspec.DecodeError, msgspec.ValidationError, struct.error, ValueError):
-        yield (first_seq, stream, first_version, "", "", 0, b"", "?:", None, None)
-        return
-    view, offset = memoryview(payloads), 0
-    for i in range(count):
-        end = offset + sizes[i]
-        digest = digests[i] if i < count - 1 else f"{digests[i]}:{link}"
-        yield (first_seq + i, stream, first_version + i, ids[i], kinds[i], schemas[i],
-               bytes(view[offset:end]), digest, *held[i])  # fmt: skip
-        offset = end
+        return [(first_seq, stream, first_version, "", "", 0, b"", "?:", None, None)]
+    a, b = max(lo - first_seq, 0), min(hi - first_seq + 1, count)
+    if a >= b:
+        return []
+    starts = [0, *ends]
+    bodies = [payloads[starts[i] : ends[i]] for i in range(a, b)]
+    hashes = digests[a:b]
+    if b == count:
+        hashes[-1] = f"{hashes[-1]}:{link}"
+    mids, tokens = zip(*held[a:b], strict=True)
+    return list(
+        zip(range(first_seq + a, first_seq + b), itertools.repeat(stream),
+            range(first_version + a, first_version + b), ids[a:b], kinds[a:b], schemas[a:b],
+            bodies, hashes, mids, tokens, strict=False)
+    )  # fmt: skip
 
 
 class SegmentStore(SQLiteEventStore):
@@ -281,8 +298,11 @@ class SegmentStore(SQLiteEventStore):
                 _VERIFY_EVENTS, (from_seq, upto, limit)
             ).fetchall()
             found = self._segments(from_seq, upto, limit)
-        rows += [r for s in found for r in exploded(s) if from_seq <= r[0] <= upto]
-        rows.sort(key=lambda r: r[0])
+        if rows:
+            rows += [r for g in found for r in exploded(g, from_seq, upto)]
+            rows.sort(key=lambda r: r[0])
+        else:
+            rows = [r for g in found for r in exploded(g, from_seq, upto)]
         return rows[:limit]
 
     def _stored_rows(
@@ -326,24 +346,50 @@ class SegmentStore(SQLiteEventStore):
     def read_heads(
         self, from_seq: int = 1, to_seq: int | None = None
     ) -> Iterator[tuple[Mapping[int, str], list[ColumnRow]]]:
+        """Pages of ColumnRows from both tables; a segment's payloads are read only when
+        one of its rows has no head to fold from (its header and heads come first)."""
         with self._lock, self._errors("read the log"):
             names = dict(self._conn.execute("SELECT stream_id, stream FROM streams").fetchall())
-        ids = {name: stream_id for stream_id, name in names.items()}
-        for page in self._pages(from_seq, to_seq):
-            out: list[ColumnRow] = []
-            for seq, stream, _, _, _, schema, payload, _, mid, tokens in page:
-                head = message_head(mid, tokens)
-                whole = head[0] is None or schema != MESSAGE_SCHEMA
-                row: Any = (
-                    seq,
-                    ids.get(stream, 0),
-                    mid,
-                    tokens,
-                    schema,
-                    None if not whole else payload,
-                )
-                out.append(row)  # (ColumnRow is typed by the common case, as the store's)
-            yield names, out
+        last = min(self.last_seq(), to_seq or 2**62)
+        for lo in range(from_seq, last + 1, 2000):
+            hi = min(lo + 1999, last)
+            with self._lock, self._errors("read the log"):
+                rows: list[Any] = self._conn.execute(q.READ_HEAD_COLUMNS, (lo, hi, 2000)).fetchall()
+                found = self._conn.execute(_HEAD_SEGMENTS, (lo, hi)).fetchall()
+            merge = bool(rows)
+            for first_seq, stream_id, header, heads in found:
+                rows += self._head_rows(first_seq, stream_id, header, heads, lo, hi)
+            if merge:
+                rows.sort(key=lambda r: r[0])
+            if rows:
+                yield names, rows
+
+    def _head_rows(
+        self, first_seq: int, stream_id: int, header: bytes, heads: bytes | None, lo: int, hi: int
+    ) -> list[Any]:
+        parts = _decode_header(header)
+        schemas = parts[6]
+        held = _decode_heads(heads) if heads is not None else [(None, None)] * len(schemas)
+        a, b = max(lo - first_seq, 0), min(hi - first_seq + 1, len(schemas))
+        bodies: list[bytes | None] = [None] * (b - a)
+        for i in range(a, b):
+            if held[i][0] is None or schemas[i] != MESSAGE_SCHEMA:
+                with self._lock, self._errors("read the log"):
+                    g = self._conn.execute(
+                        _SEGMENT_COLUMNS + " WHERE g.first_seq = ?", (first_seq,)
+                    )
+                    row = exploded(g.fetchone(), first_seq + i, first_seq + b - 1)
+                for k, r in enumerate(row):
+                    bodies[i - a + k] = (
+                        None
+                        if held[i + k][0] is not None and schemas[i + k] == MESSAGE_SCHEMA
+                        else r[6]
+                    )
+                break
+        return [
+            (first_seq + i, stream_id, held[i][0], held[i][1], schemas[i], bodies[i - a])
+            for i in range(a, b)
+        ]
 
     def _pages(self, from_seq: int, to_seq: int | None) -> Iterator[list[HeadedRow]]:
         upto, next_seq = to_seq or 2**62, from_seq

@@ -11,8 +11,10 @@ read back (``read_all``) and compared with the events it was given.
     python bench/segment_bench.py [--events 50000] [--rounds 5] [--reads]
 
 ``--reads`` measures the other side instead: one log of `events` events written by each
-store (appends of 1,000), then ``read_all`` (decoded) and ``read_heads`` (what a rebuild
-reads) over each, interleaved, CPU per event (medians).
+store (appends of 1,000), then ``read_all`` (decoded), ``read_heads`` (what a rebuild
+reads) and ``read_at`` of one seq at a time (300 random seqs: a body read on demand) over
+each, interleaved, CPU per event (medians). ``--most N`` (repeatable) adds a segment store
+cutting each append into segments of at most N events.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -75,7 +79,7 @@ def _one(
     return cpu, wall
 
 
-def run(events: int, rounds: int, batch: int = 1000) -> dict[str, Any]:
+def run(events: int, rounds: int, batch: int = 1000, most: Sequence[int] = ()) -> dict[str, Any]:
     evs = make_events(events)
     payloads = [(msgspec.json.encode(e),) for e in evs]
 
@@ -87,6 +91,10 @@ def run(events: int, rounds: int, batch: int = 1000) -> dict[str, Any]:
     sides: dict[str, tuple[Callable[[str], Any], Callable[[Any], None], Any]] = {
         "events": (SQLiteEventStore, _store_write(evs, batch), None),
         "segment": (SegmentStore, _store_write(evs, batch), check),
+        **{
+            f"segment{n}": (partial(SegmentStore, most=n), _store_write(evs, batch), check)
+            for n in most
+        },
         "raw": (_raw_full, _raw_write(payloads, batch), None),
     }
     spent: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
@@ -104,47 +112,60 @@ def run(events: int, rounds: int, batch: int = 1000) -> dict[str, Any]:
         "rounds": rounds,
         "cpu_us_per_event": {n: round(v, 2) for n, v in cpu.items()},
         "wall_us_per_event": {n: round(v, 2) for n, v in wall.items()},
-        "cpu_ratio": {n: round(cpu["raw"] / cpu[n], 3) for n in ("events", "segment")},
-        "wall_ratio": {n: round(wall["raw"] / wall[n], 3) for n in ("events", "segment")},
+        "cpu_ratio": {n: round(cpu["raw"] / cpu[n], 3) for n in names if n != "raw"},
+        "wall_ratio": {n: round(wall["raw"] / wall[n], 3) for n in names if n != "raw"},
         "load_average": [round(x, 2) for x in loads],
     }
 
 
-def _reads(store: SQLiteEventStore) -> dict[str, Callable[[], int]]:
+def _reads(store: SQLiteEventStore, seqs: list[int]) -> dict[str, tuple[Callable[[], int], int]]:
+    """Each read, and how many events it must see (CPU is reported per event seen)."""
     return {
-        "read_all": lambda: sum(1 for _ in store.read_all()),
-        "read_heads": lambda: sum(len(rows) for _, rows in store.read_heads()),
+        "read_all": (lambda: sum(1 for _ in store.read_all()), -1),
+        "read_heads": (lambda: sum(len(rows) for _, rows in store.read_heads()), -1),
+        "read_at_one": (lambda: sum(len(store.read_at([seq])) for seq in seqs), len(seqs)),
     }
 
 
-def run_reads(events: int, rounds: int, batch: int = 1000) -> dict[str, Any]:
+def run_reads(
+    events: int, rounds: int, batch: int = 1000, most: Sequence[int] = ()
+) -> dict[str, Any]:
     evs = make_events(events)
+    seqs = random.Random(1).sample(range(1, events + 1), min(300, events))
     spent: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         stores = {
             "events": SQLiteEventStore(os.path.join(tmp, "e.db"), durability="normal"),
             "segment": SegmentStore(os.path.join(tmp, "s.db"), durability="normal"),
+            **{
+                f"segment{n}": SegmentStore(
+                    os.path.join(tmp, f"s{n}.db"), durability="normal", most=n
+                )
+                for n in most
+            },
         }
         for store in stores.values():
             _store_write(evs, batch)(store)
         for turn in range(rounds):
             for layout in stores if turn % 2 == 0 else list(stores)[::-1]:
-                for read, fn in _reads(stores[layout]).items():
+                for read, (fn, seen) in _reads(stores[layout], seqs).items():
                     cpu = time.process_time()
-                    if fn() != events:
+                    if fn() != (events if seen < 0 else seen):
                         raise RuntimeError(f"{layout} {read} did not read every event")
-                    spent.setdefault(f"{read}:{layout}", []).append(time.process_time() - cpu)
+                    used = (time.process_time() - cpu) / (events if seen < 0 else seen)
+                    spent.setdefault(f"{read}:{layout}", []).append(used)
         for store in stores.values():
             store.close()
-    cpu_us = {k: statistics.median(v) / events * 1e6 for k, v in spent.items()}
+    cpu_us = {k: statistics.median(v) * 1e6 for k, v in spent.items()}
     return {
         "bench": "read_segments",
         "events": events,
         "rounds": rounds,
         "cpu_us_per_event": {k: round(v, 2) for k, v in cpu_us.items()},
-        "segment_vs_events": {
-            read: round(cpu_us[f"{read}:events"] / cpu_us[f"{read}:segment"], 3)
-            for read in ("read_all", "read_heads")
+        "events_cpu_over_layout": {
+            key: round(cpu_us[key.split(":")[0] + ":events"] / value, 3)
+            for key, value in cpu_us.items()
+            if not key.endswith(":events")
         },
         "load_average": round(os.getloadavg()[0], 2),
     }
@@ -155,8 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reads", action="store_true", help="measure reads instead of appends")
+    parser.add_argument(
+        "--most", type=int, action="append", default=[],
+        help="also a segment store cutting appends into segments of at most N events",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    result = (run_reads if args.reads else run)(args.events, args.rounds)
+    if args.reads:
+        result = run_reads(args.events, args.rounds, most=args.most)
+    else:
+        result = run(args.events, args.rounds, most=args.most)
     print(json.dumps(result), flush=True)
     return 0
 

@@ -155,30 +155,44 @@ def write_segment(
     stream_id: int,
     version: int,
     batch: PreparedBatch,
+    most: int | None = None,
 ) -> tuple[int, str]:
-    """Insert one batch (linked) as one segment after log position `at`; the new position."""
+    """Insert one batch (linked) after log position `at`; the new position. One segment,
+    or with `most` segments of at most that many events, only the last holding the link
+    (the rest are an append still open, as the verifier reads linked rows)."""
     seq, prev = at
     rows = batch.rows
     ids = [row[0] for row in rows]
+    kinds = [row[1] for row in rows]
+    schemas = [row[2] for row in rows]
     payloads = [row[3] for row in rows]
     crc = zlib.crc32
     digests = [str(crc(p)) for p in payloads]
-    header = _encode(
-        (prev, seq + 1, batch.stream, version + 1, ids,
-         [row[1] for row in rows], [row[2] for row in rows], digests)
-    )  # fmt: skip
+    header = _encode((prev, seq + 1, batch.stream, version + 1, ids, kinds, schemas, digests))
     joined = b"".join(payloads)
     sha = hashlib.sha256(header)
     sha.update(joined)
     link = sha.hexdigest()
     heads = batch.heads
-    stored_heads = _encode(heads) if heads is not None else None
     count = len(rows)
-    conn.execute(
-        _INSERT_SEGMENT,
-        (seq + 1, stream_id, version + 1, version + count, header,
-         struct.pack(f"<{count}I", *map(len, payloads)), joined, stored_heads, link),
-    )  # fmt: skip
+    sizes = list(map(len, payloads))
+    step = most or count
+    offset = 0
+    for a in range(0, count, step):
+        b = min(a + step, count)
+        part = header if step == count else _encode(
+            (prev, seq + 1 + a, batch.stream, version + 1 + a,
+             ids[a:b], kinds[a:b], schemas[a:b], digests[a:b])
+        )  # fmt: skip
+        end = offset + sum(sizes[a:b])
+        conn.execute(
+            _INSERT_SEGMENT,
+            (seq + 1 + a, stream_id, version + 1 + a, version + b, part,
+             struct.pack(f"<{b - a}I", *sizes[a:b]),
+             joined if step == count else joined[offset:end],
+             _encode(heads[a:b]) if heads is not None else None, link if b == count else ""),
+        )  # fmt: skip
+        offset = end
     flat: list[object] = [None] * (2 * count)
     flat[0::2] = ids
     flat[1::2] = range(seq + 1, seq + count + 1)
@@ -207,7 +221,7 @@ def exploded(found: Found, lo: int = 0, hi: int = 2**62) -> list[HeadedRow]:
     starts = [0, *ends]
     bodies = [payloads[starts[i] : ends[i]] for i in range(a, b)]
     hashes = digests[a:b]
-    if b == count:
+    if b == count and link:
         hashes[-1] = f"{hashes[-1]}:{link}"
     mids, tokens = zip(*held[a:b], strict=True)
     return list(
@@ -220,7 +234,10 @@ def exploded(found: Found, lo: int = 0, hi: int = 2**62) -> list[HeadedRow]:
 class SegmentStore(SQLiteEventStore):
     """Appends as segments; ``read_all``, ``stream_version`` and ``verify`` read both tables."""
 
-    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, most: int | None = None, **options: Any
+    ) -> None:
+        self._most = most  # events per segment at most (None: one segment per append)
         super().__init__(path, **options)
         with self._lock, self._errors("open the ledger"):
             self._conn.executescript(SCHEMA)
@@ -281,9 +298,14 @@ class SegmentStore(SQLiteEventStore):
                 stream_id = int(
                     conn.execute(q.NEW_STREAM, (batch.stream, at[0] + 1)).lastrowid or 0
                 )
-            at = write_segment(conn, at, stream_id, version, batch)
+            at = write_segment(conn, at, stream_id, version, batch, self._most)
         self._wrote.span = (first + 1, at[0]) if at[0] > first else None
         return out
+
+    def append_stream(self, requests: Iterable[Any]) -> dict[str, int]:
+        """Not built: a streamed append writes event rows after the events table's own
+        tail, which in a log continued in segments is not the log's end."""
+        raise NotImplementedError("the segment prototype has no streamed append")
 
     def _segments(self, from_seq: int, to_seq: int, limit: int = 2**62) -> list[Found]:
         """The segments holding seqs from..to (at most `limit`), in seq order."""

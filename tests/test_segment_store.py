@@ -187,7 +187,11 @@ def test_any_sequence_of_appends_reads_and_verifies_as_event_rows_do(
     tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, int]]
 ) -> None:
     where = tmp_path_factory.mktemp("prop")
-    with SQLiteEventStore(where / "r.db") as rows, SegmentStore(where / "s.db") as segments:
+    most = 3 if len(plan) % 2 else None  # half the runs cut appends into segments of 3
+    with (
+        SQLiteEventStore(where / "r.db") as rows,
+        SegmentStore(where / "s.db", most=most) as segments,
+    ):
         _write(rows, plan, started=True)
         _write(segments, plan, started=True)
         assert list(segments.read_all()) == list(rows.read_all())
@@ -199,10 +203,36 @@ def test_any_sequence_of_appends_reads_and_verifies_as_event_rows_do(
 
 
 def test_segment_bench_reports_both_layouts_against_raw() -> None:
-    result = segment_bench.run(events=2000, rounds=1)
-    assert set(result["cpu_ratio"]) == {"events", "segment"}
+    result = segment_bench.run(events=2000, rounds=1, most=[100])
+    assert set(result["cpu_ratio"]) == {"events", "segment", "segment100"}
     assert all(v > 0 for v in result["cpu_us_per_event"].values())
     assert result["load_average"]
+
+
+def test_segment_read_bench_reads_every_layout() -> None:
+    result = segment_bench.run_reads(events=2000, rounds=1, most=[100])
+    assert set(result["events_cpu_over_layout"]) == {
+        f"{read}:{layout}"
+        for read in ("read_all", "read_heads", "read_at_one")
+        for layout in ("segment", "segment100")
+    }
+
+
+def test_an_append_cut_into_segments_links_only_its_last(tmp_path: Path) -> None:
+    with SegmentStore(tmp_path / "s.db", most=4) as store:
+        _write(store, [("a", 10), ("b", 3)])
+        links = store._conn.execute("SELECT first_seq, link FROM segments ORDER BY first_seq")
+        assert [(seq, bool(link)) for seq, link in links] == [
+            (1, False),
+            (5, False),
+            (9, True),
+            (11, True),
+        ]
+        store._conn.execute(
+            "UPDATE segments SET payloads = CAST(x'00' || payloads AS BLOB) WHERE first_seq = 5"
+        )
+        report = store.verify()
+        assert (report.ok, report.first_bad_seq, report.events_checked) == (False, 5, 4)
 
 
 def test_lengths_are_little_endian_words(tmp_path: Path) -> None:

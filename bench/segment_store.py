@@ -92,6 +92,9 @@ _SEGMENTS_AT = (
     _SEGMENT_COLUMNS + " WHERE g.first_seq IN (SELECT (SELECT max(first_seq) FROM segments"
     " WHERE first_seq <= j.value) FROM json_each(?) AS j) ORDER BY g.first_seq"
 )
+# the same without the payloads (read_at: each payload is then read on its own)
+_METAS_AT = _SEGMENTS_AT.replace("g.payloads", "x''")
+_PAYLOAD_AT = "SELECT substr(payloads, ?, ?) FROM segments WHERE first_seq = ?"
 _EVENTS_AT = q.VERIFY_HEADS.replace(
     "WHERE e.seq >= ? ORDER BY e.seq LIMIT ?",
     "WHERE e.seq IN (SELECT value FROM json_each(?)) ORDER BY e.seq",
@@ -339,11 +342,37 @@ class SegmentStore(SQLiteEventStore):
         asked = _encode(wanted)
         with self._lock, self._errors("read the log"):
             rows: list[HeadedRow] = self._conn.execute(_EVENTS_AT, (asked,)).fetchall()
-            found = self._conn.execute(_SEGMENTS_AT, (asked,)).fetchall()
-        keep = set(wanted)
-        rows += [r for g in found for r in exploded(g) if r[0] in keep]
+            found = self._conn.execute(_METAS_AT, (asked,)).fetchall()
+            keep = set(wanted)
+            for meta in found:
+                rows += self._picked(meta, keep)
         rows.sort(key=lambda r: r[0])
         return rows
+
+    def _picked(self, meta: Found, keep: set[int]) -> list[HeadedRow]:
+        """The rows at `keep` of a segment read without its payloads: each payload is
+        read alone (``substr``: SQLite walks the blob's overflow pages only up to it)."""
+        first_seq, stream, first_version, header, lengths, _, heads, link = meta
+        try:
+            parts = _decode_header(header)
+            count = len(parts[7])
+            ends = list(itertools.accumulate(struct.unpack(f"<{count}I", lengths)))
+            held = _decode_heads(heads) if heads is not None else [(None, None)] * count
+        except (msgspec.DecodeError, msgspec.ValidationError, struct.error):
+            whole = self._conn.execute(_SEGMENT_COLUMNS + " WHERE g.first_seq = ?", (first_seq,))
+            return [r for r in exploded(whole.fetchone()) if r[0] in keep]
+        out: list[HeadedRow] = []
+        for i in range(min(count, len(held), len(parts[4]))):
+            if first_seq + i not in keep:
+                continue
+            start = ends[i - 1] if i else 0
+            payload = self._conn.execute(
+                _PAYLOAD_AT, (start + 1, ends[i] - start, first_seq)
+            ).fetchone()[0]
+            digest = parts[7][i] if i < count - 1 or not link else f"{parts[7][i]}:{link}"
+            out.append((first_seq + i, stream, first_version + i, parts[4][i], parts[5][i],
+                        parts[6][i], bytes(payload), digest, *held[i]))  # fmt: skip
+        return out
 
     def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
         return self._decode([(r[0], r[2], r[5], r[6], r[7]) for r in self._rows_at(seqs)])

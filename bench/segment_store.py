@@ -12,8 +12,10 @@ that table would hold, and every reader of those rows (decode, the chain verifie
 works on it unchanged. A log may mix both: reads merge the two tables by seq.
 
 :class:`SegmentStore` is :class:`~ctxledger.eventstore.SQLiteEventStore` with appends
-written as segments and ``read_all``, ``last_seq``, ``stream_version`` and ``verify`` reading both
-tables; every other read still sees only the events table.
+written as segments (``most=N``: at most N events each, the link on an append's last)
+and every read of the event-store contract reading both tables. Not built: a streamed
+append (refused), per-event copies (refused), and the readers outside the store class
+(``longscan``, the head backfill, read-only opens): see ``docs/notes/s42-segment.md``.
 """
 
 from __future__ import annotations
@@ -69,13 +71,6 @@ _INSERT_SEGMENT = (
 _ID_BLOCK = 250  # ids per multi-row INSERT (500 parameters)
 _INSERT_ID = "INSERT INTO segment_ids (event_id, seq) VALUES (?, ?)"
 _INSERT_IDS = _INSERT_ID + ", (?, ?)" * (_ID_BLOCK - 1)
-# the segments holding seqs from..to: the one that starts at or before `from`, and on
-_SEGMENTS = (
-    "SELECT g.first_seq, coalesce(s.stream, ''), g.first_version, g.header, g.lengths,"
-    " g.payloads, g.heads, g.link FROM segments AS g LEFT JOIN streams AS s USING (stream_id)"
-    " WHERE g.first_seq >= coalesce((SELECT max(first_seq) FROM segments WHERE first_seq <= ?), 0)"
-    " AND g.first_seq <= ? ORDER BY g.first_seq LIMIT ?"
-)
 _STREAM = (
     "SELECT s.stream_id, max("
     "(SELECT coalesce(max(version), 0) FROM events AS e WHERE e.stream_id = s.stream_id),"
@@ -86,6 +81,11 @@ _ID_SEQ = "SELECT seq FROM segment_ids WHERE event_id = ?"
 _SEGMENT_COLUMNS = (
     "SELECT g.first_seq, coalesce(s.stream, ''), g.first_version, g.header, g.lengths,"
     " g.payloads, g.heads, g.link FROM segments AS g LEFT JOIN streams AS s USING (stream_id)"
+)
+# the segments holding seqs from..to: the one that starts at or before `from`, and on
+_SEGMENTS = (
+    _SEGMENT_COLUMNS + " WHERE g.first_seq >= coalesce((SELECT max(first_seq) FROM segments"
+    " WHERE first_seq <= ?), 0) AND g.first_seq <= ? ORDER BY g.first_seq LIMIT ?"
 )
 # the segments holding given seqs (a JSON array): the last one starting at or before each
 _SEGMENTS_AT = (

@@ -241,9 +241,16 @@ class SegmentStore(SQLiteEventStore):
         self, path: str | os.PathLike[str], *, most: int | None = None, **options: Any
     ) -> None:
         self._most = most  # events per segment at most (None: one segment per append)
+        self._event_rows = True  # the events table holds rows (found at each append until so)
         super().__init__(path, **options)
         with self._lock, self._errors("open the ledger"):
             self._conn.executescript(SCHEMA)
+            self._event_rows = self._has_event_rows()
+
+    def _has_event_rows(self) -> bool:
+        """Whether the events table holds any row. segment_ids' key sees only ids written
+        as segments: a re-send or clash of an id in an event row must be looked up."""
+        return self._conn.execute("SELECT 1 FROM events LIMIT 1").fetchone() is not None
 
     def _versions(
         self, batches: list[PreparedBatch]
@@ -280,7 +287,9 @@ class SegmentStore(SQLiteEventStore):
     ) -> dict[str, int]:
         conn = self._conn
         current, stale = self._versions(batches)
-        if stale is not None or check_ids:
+        # rows another store wrote since the open (in this transaction: nothing can follow)
+        self._event_rows = self._event_rows or self._has_event_rows()
+        if stale is not None or check_ids or self._event_rows:
             blobs = blobs_then(new_blobs, self._blob_in)
             if already_stored(batches, self._stored_in, blobs):
                 return {b.stream: v for b, (_, v) in zip(batches, current, strict=True)}

@@ -6,7 +6,6 @@ guard the measuring code, so its numbers are for a layout that keeps the contrac
 
 from __future__ import annotations
 
-import sqlite3
 import struct
 import sys
 from pathlib import Path
@@ -20,7 +19,6 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import segment_bench  # noqa: E402
-import store_bench  # noqa: E402
 from segment_store import SegmentStore  # noqa: E402
 
 from ctxledger.errors import ConcurrencyError, DuplicateEventError  # noqa: E402
@@ -61,9 +59,13 @@ def _heads(store: SQLiteEventStore) -> list[tuple[object, ...]]:
 
 
 def _stored(store: SQLiteEventStore) -> list[tuple[object, ...]]:
-    if isinstance(store, SegmentStore):
-        return [row[:8] for row in store._headed(1, 10**6)]
-    return list(store.read_stored())
+    return [tuple(row) for row in store.read_stored(batch_size=4)]
+
+
+def _versions_at(store: SQLiteEventStore) -> list[dict[int, int]]:
+    """Every stream's version at every seq (and one past the end)."""
+    ids = [int(i) for (i,) in store._conn.execute("SELECT stream_id FROM streams")]
+    return [store.versions_at(ids, seq) for seq in range(store.last_seq() + 2)]
 
 
 PLAN = [("a", 3), ("b", 1), ("a", 5), ("c", 2), ("b", 4)]
@@ -94,6 +96,7 @@ def test_append_many_writes_one_segment_per_stream_in_one_transaction(tmp_path: 
             [AppendRequest("a", _events(2, "a"), 0), AppendRequest("b", _events(3, "b"), 0)]
         )
         assert versions == {"a": 2, "b": 3}
+        assert store._conn.execute("SELECT count(*) FROM segments").fetchone()[0] == 2
         with pytest.raises(ConcurrencyError):
             store.append_many(
                 [
@@ -101,6 +104,7 @@ def test_append_many_writes_one_segment_per_stream_in_one_transaction(tmp_path: 
                     AppendRequest("b", _events(1, "b", 3), 0),
                 ]
             )
+        assert store._conn.execute("SELECT count(*) FROM segments").fetchone()[0] == 2
         assert store.last_seq() == 5 and [r.seq for r in store.read_all()] == [1, 2, 3, 4, 5]
         assert store.verify().ok
 
@@ -198,6 +202,7 @@ def test_any_sequence_of_appends_reads_and_verifies_as_event_rows_do(
         assert _stored(segments) == _stored(rows)
         assert _heads(segments) == _heads(rows)  # a rebuild's read: payloads only off-message
         assert segments.verify() == rows.verify()
+        assert _versions_at(segments) == _versions_at(rows)  # inside segments too
         for stream in "abc":
             assert list(segments.read_stream(stream, 2)) == list(rows.read_stream(stream, 2))
 
@@ -241,5 +246,26 @@ def test_lengths_are_little_endian_words(tmp_path: Path) -> None:
         lengths, payloads = store._conn.execute("SELECT lengths, payloads FROM segments").fetchone()
         sizes = struct.unpack("<3I", lengths)
         assert sum(sizes) == len(payloads)
-    assert isinstance(store_bench.make_events(1)[0], MessageAppended)
-    assert sqlite3.sqlite_version
+
+
+def test_a_resend_or_clash_of_an_id_in_an_event_row_appends_nothing(tmp_path: Path) -> None:
+    """segment_ids' key sees only ids written as segments: in a log that began as event
+    rows, an id stored in an event row is looked up like any other."""
+    path = tmp_path / "mixed.db"
+    sent = _events(3, "a")
+    with SQLiteEventStore(path) as rows:
+        rows.append("a", sent, 0)
+    with SegmentStore(path) as store:
+        assert store.append("a", sent[:1], None) == 3  # a re-send: answered, not written
+        assert store.append("a", sent, 0) == 3
+        with pytest.raises(DuplicateEventError, match="another event"):
+            store.append("a", [msgspec.structs.replace(sent[1], tokens=999)], 3)
+        with pytest.raises(DuplicateEventError, match="mixes stored event ids"):
+            store.append("a", [sent[2], *_events(1, "a", 3)], 3)
+        with pytest.raises(DuplicateEventError, match="already stored in stream"):
+            store.append("b", [msgspec.structs.replace(sent[0], session_id="b")], 0)
+        assert (store.last_seq(), store.stream_version("a")) == (3, 3)
+        assert store._conn.execute("SELECT count(*) FROM segments").fetchone()[0] == 0
+        store.append("a", _events(1, "a", 3), 3)  # a new id still goes on, in a segment
+        assert [r.event for r in store.read_all()] == [*sent, *_events(1, "a", 3)]
+        assert store.verify().ok

@@ -5,7 +5,7 @@ full, a fresh file each time), for three sides run in interleaved rounds (the or
 reversed every other round): ``events`` (today's SQLiteEventStore), ``segment``
 (:class:`segment_store.SegmentStore`, one row per append) and ``raw`` (executemany of the
 pre-encoded payloads into a one-column table). Reports CPU (``time.process_time``) and
-wall medians per event and each store's ratio to raw; after each segment round the log is
+wall medians per event and each store's ratio to raw; after each store's round the log is
 read back (``read_all``) and compared with the events it was given.
 
     python bench/segment_bench.py [--events 50000] [--rounds 5] [--reads]
@@ -38,30 +38,9 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from segment_store import SegmentStore
-from store_bench import _batches, _raw_full, make_events
+from store_bench import _raw_full, batched_writer, make_events, raw_batched_writer
 
-from ctxledger.events import MessageAppended
 from ctxledger.eventstore import SQLiteEventStore
-
-
-def _store_write(events: list[MessageAppended], batch: int) -> Callable[[Any], None]:
-    def write(store: SQLiteEventStore) -> None:
-        versions: dict[str, int] = {}
-        for chunk in _batches(events, batch):
-            stream = chunk[0].session_id  # make_events keeps each block of 1000 in one stream
-            versions[stream] = store.append(stream, chunk, versions.get(stream, 0))
-
-    return write
-
-
-def _raw_write(payloads: list[tuple[bytes]], batch: int) -> Callable[[Any], None]:
-    def write(conn: Any) -> None:
-        for lo in range(0, len(payloads), batch):
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT INTO events (payload) VALUES (?)", payloads[lo : lo + batch])
-            conn.execute("COMMIT")
-
-    return write
 
 
 def _one(
@@ -83,19 +62,19 @@ def run(events: int, rounds: int, batch: int = 1000, most: Sequence[int] = ()) -
     evs = make_events(events)
     payloads = [(msgspec.json.encode(e),) for e in evs]
 
-    def check(store: SegmentStore) -> None:
+    def check(store: SQLiteEventStore) -> None:
         got = [r.event for r in store.read_all()]
         if got != evs:
-            raise RuntimeError("the segment store did not read back what it was given")
+            raise RuntimeError(f"{type(store).__name__} did not read back what it was given")
 
     sides: dict[str, tuple[Callable[[str], Any], Callable[[Any], None], Any]] = {
-        "events": (SQLiteEventStore, _store_write(evs, batch), None),
-        "segment": (SegmentStore, _store_write(evs, batch), check),
+        "events": (SQLiteEventStore, batched_writer(evs, batch), check),
+        "segment": (SegmentStore, batched_writer(evs, batch), check),
         **{
-            f"segment{n}": (partial(SegmentStore, most=n), _store_write(evs, batch), check)
+            f"segment{n}": (partial(SegmentStore, most=n), batched_writer(evs, batch), check)
             for n in most
         },
-        "raw": (_raw_full, _raw_write(payloads, batch), None),
+        "raw": (_raw_full, raw_batched_writer(payloads, batch), None),
     }
     spent: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     loads = []
@@ -145,7 +124,7 @@ def run_reads(
             },
         }
         for store in stores.values():
-            _store_write(evs, batch)(store)
+            batched_writer(evs, batch)(store)
         for turn in range(rounds):
             for layout in stores if turn % 2 == 0 else list(stores)[::-1]:
                 for read, (fn, seen) in _reads(stores[layout], seqs).items():

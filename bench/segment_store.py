@@ -203,10 +203,16 @@ def write_segment(
     return seq + count, link
 
 
+def broken(first_seq: int, stream: Any, first_version: int, seq: int) -> HeadedRow:
+    """The row standing at `seq` for a segment that cannot be split: no payload, so it
+    fails its digest (verify) and every decode of it (InvalidEvent)."""
+    return (seq, stream, first_version + seq - first_seq, "", "", 0, b"", "?:", None, None)
+
+
 def exploded(found: Found, lo: int = 0, hi: int = 2**62) -> list[HeadedRow]:
     """The rows a segment holds with lo <= seq <= hi, as the events table would hold
-    them (verify's HeadedRow); a segment that cannot be split gives one row at its
-    first seq that fails its digest."""
+    them (verify's HeadedRow); a segment that cannot be split gives one :func:`broken`
+    row, at its first seq or at `lo` if that is later (a read starting inside it)."""
     first_seq, stream, first_version, header, lengths, payloads, heads, link = found
     try:
         parts = _decode_header(header)
@@ -217,7 +223,8 @@ def exploded(found: Found, lo: int = 0, hi: int = 2**62) -> list[HeadedRow]:
         if not (count == len(ids) == len(kinds) == len(schemas) == len(held) >= 1):
             raise ValueError("columns of unequal length")
     except (msgspec.DecodeError, msgspec.ValidationError, struct.error, ValueError):
-        return [(first_seq, stream, first_version, "", "", 0, b"", "?:", None, None)]
+        at = max(first_seq, lo)
+        return [broken(first_seq, stream, first_version, at)] if at <= hi else []
     a, b = max(lo - first_seq, 0), min(hi - first_seq + 1, count)
     if a >= b:
         return []
@@ -353,25 +360,28 @@ class SegmentStore(SQLiteEventStore):
             rows: list[HeadedRow] = self._conn.execute(_EVENTS_AT, (asked,)).fetchall()
             found = self._conn.execute(_METAS_AT, (asked,)).fetchall()
             keep = set(wanted)
-            for meta in found:
-                rows += self._picked(meta, keep)
+            ends = [meta[0] for meta in found[1:]] + [2**62]
+            for meta, end in zip(found, ends, strict=True):
+                rows += self._picked(meta, {s for s in keep if meta[0] <= s < end})
         rows.sort(key=lambda r: r[0])
         return rows
 
     def _picked(self, meta: Found, keep: set[int]) -> list[HeadedRow]:
-        """The rows at `keep` of a segment read without its payloads: each payload is
-        read alone (``substr``: SQLite walks the blob's overflow pages only up to it)."""
+        """The rows at `keep` (seqs this segment would hold) of a segment read without its
+        payloads: each payload is read alone (``substr``: SQLite walks the blob's overflow
+        pages only up to it). A segment that cannot be split gives a broken row at each."""
         first_seq, stream, first_version, header, lengths, _, heads, link = meta
         try:
             parts = _decode_header(header)
             count = len(parts[7])
             ends = list(itertools.accumulate(struct.unpack(f"<{count}I", lengths)))
             held = _decode_heads(heads) if heads is not None else [(None, None)] * count
-        except (msgspec.DecodeError, msgspec.ValidationError, struct.error):
-            whole = self._conn.execute(_SEGMENT_COLUMNS + " WHERE g.first_seq = ?", (first_seq,))
-            return [r for r in exploded(whole.fetchone()) if r[0] in keep]
+            if not (count == len(parts[4]) == len(parts[5]) == len(parts[6]) == len(held)):
+                raise ValueError("columns of unequal length")
+        except (msgspec.DecodeError, msgspec.ValidationError, struct.error, ValueError):
+            return [broken(first_seq, stream, first_version, s) for s in sorted(keep)]
         out: list[HeadedRow] = []
-        for i in range(min(count, len(held), len(parts[4]))):
+        for i in range(count):
             if first_seq + i not in keep:
                 continue
             start = ends[i - 1] if i else 0
@@ -427,9 +437,18 @@ class SegmentStore(SQLiteEventStore):
     def _head_rows(
         self, first_seq: int, stream_id: int, header: bytes, heads: bytes | None, lo: int, hi: int
     ) -> list[Any]:
-        parts = _decode_header(header)
-        schemas = parts[6]
-        held = _decode_heads(heads) if heads is not None else [(None, None)] * len(schemas)
+        """The ColumnRows of one segment with lo <= seq <= hi; one that cannot be split
+        gives exploded's broken row (no head, no payload: its fold raises InvalidEvent)."""
+        try:
+            schemas = _decode_header(header)[6]
+            held = _decode_heads(heads) if heads is not None else [(None, None)] * len(schemas)
+            if len(held) != len(schemas):
+                raise ValueError("columns of unequal length")
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+            with self._lock, self._errors("read the log"):
+                g = self._conn.execute(_SEGMENT_COLUMNS + " WHERE g.first_seq = ?", (first_seq,))
+                rows = exploded(g.fetchone(), lo, hi)
+            return [(r[0], stream_id, r[8], r[9], r[5], r[6]) for r in rows]
         a, b = max(lo - first_seq, 0), min(hi - first_seq + 1, len(schemas))
         bodies: list[bytes | None] = [None] * (b - a)
         for i in range(a, b):

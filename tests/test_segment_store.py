@@ -21,9 +21,10 @@ sys.path.insert(0, str(BENCH))
 import segment_bench  # noqa: E402
 from segment_store import SegmentStore  # noqa: E402
 
-from ctxledger.errors import ConcurrencyError, DuplicateEventError  # noqa: E402
+from ctxledger.errors import ConcurrencyError, DuplicateEventError, InvalidEvent  # noqa: E402
 from ctxledger.events import Event, MessageAppended, SessionStarted  # noqa: E402
 from ctxledger.eventstore import AppendRequest, SQLiteEventStore  # noqa: E402
+from ctxledger.projections import Projector  # noqa: E402
 
 
 def _events(n: int, stream: str, start: int = 0) -> list[MessageAppended]:
@@ -269,3 +270,29 @@ def test_a_resend_or_clash_of_an_id_in_an_event_row_appends_nothing(tmp_path: Pa
         store.append("a", _events(1, "a", 3), 3)  # a new id still goes on, in a segment
         assert [r.event for r in store.read_all()] == [*sent, *_events(1, "a", 3)]
         assert store.verify().ok
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE segments SET header = x'7b' WHERE first_seq = 5",
+        "UPDATE segments SET heads = x'5b5d' WHERE first_seq = 5",
+        "UPDATE segments SET header = (SELECT header FROM segments WHERE first_seq = 1),"
+        " heads = x'5b5d' WHERE first_seq = 5",
+    ],
+)
+def test_a_segment_that_cannot_be_split_fails_every_read_of_it_clearly(
+    tmp_path: Path, damage: str
+) -> None:
+    with SegmentStore(tmp_path / "s.db") as store:
+        _write(store, PLAN)
+        store._conn.execute(damage)
+        assert store.verify().first_bad_seq == 5
+        for seq in (5, 6, 9):
+            with pytest.raises(InvalidEvent, match=f"event at seq {seq} cannot be decoded"):
+                store.read_at([seq])
+        with pytest.raises(InvalidEvent, match="seq 7 cannot be decoded"):
+            list(store.read_all(7))
+        with pytest.raises(InvalidEvent, match="seq 5 cannot be decoded"):
+            Projector.rebuild(store, use_checkpoint=False)
+        assert [r.seq for r in store.read_at([1, 3, 10])] == [1, 3, 10]  # the others read

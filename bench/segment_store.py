@@ -359,9 +359,9 @@ class SegmentStore(SQLiteEventStore):
         with self._lock, self._errors("read the log"):
             rows: list[HeadedRow] = self._conn.execute(_EVENTS_AT, (asked,)).fetchall()
             found = self._conn.execute(_METAS_AT, (asked,)).fetchall()
-            keep = set(wanted)
-            ends = [meta[0] for meta in found[1:]] + [2**62]
-            for meta, end in zip(found, ends, strict=True):
+            keep = set(wanted).difference(r[0] for r in rows)
+            for i, meta in enumerate(found):  # each seq left to the segment before it
+                end = found[i + 1][0] if i + 1 < len(found) else 2**62
                 rows += self._picked(meta, {s for s in keep if meta[0] <= s < end})
         rows.sort(key=lambda r: r[0])
         return rows

@@ -16,6 +16,8 @@ on 127.0.0.1 in threads of this process; Hermes's ``AIAgent`` points at the prox
   abort shuts no socket down: it looks for the connection in the client's default
   transport, and Hermes sends through mounted ones), so the proxy records a reply the
   agent never saw. Then the agent asks again on its own history.
+- ``cut``: the output limit stops the model inside a tool call (``finish_reason:
+  length``); Hermes drops that reply and sends the same request again.
 
 Writes ``WORKDIR/result.json``: the paths the upstream was asked for, the final answers,
 Hermes's histories and the ledger's path. (What the upstream is sent is the ledger's
@@ -55,6 +57,16 @@ REPLIES: list[dict[str, Any]] = [
     {"content": "Did the other thing."},
     {"content": "A first answer the agent never saw.", "hold": True},
     {"content": "Both asks answered."},
+    {
+        "content": "Cut.",
+        "tool_calls": [("call_cut", '{"todos": [{"id": "1", "cont')],
+        "finish": "length",
+    },
+    {
+        "content": "Whole.",
+        "tool_calls": [("call_whole", '{"todos": [{"id": "1", "content": "a"}]}')],
+    },
+    {"content": "Planned once."},
 ]
 SEEN: list[str] = []
 STREAMED: list[bool] = []
@@ -80,7 +92,8 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
         AGENT[-1].interrupt("stop")
         while not GAVE_UP.is_set():
             await asyncio.sleep(0.02)
-    await send_stream(send, chat_chunks(reply, chunk_id=f"c{n}", split_calls=True))
+    chunks = chat_chunks(reply, chunk_id=f"c{n}", split_calls=True, finish=reply.get("finish"))
+    await send_stream(send, chunks)
     if reply.get("hold"):
         ANSWERED.set()
 
@@ -171,6 +184,8 @@ def main() -> None:
                 "cut": _kept(cut["messages"]),
                 "after": _kept(after["messages"]),
             }
+            agent = _agent(port)
+            out["cut"] = _kept(agent.run_conversation("Plan it in one call.")["messages"])
     out["paths"], out["streamed"] = SEEN, STREAMED
     (workdir / "result.json").write_text(json.dumps(out))
 

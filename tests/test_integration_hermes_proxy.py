@@ -85,3 +85,14 @@ def test_an_interrupted_reply_is_not_on_the_line_the_agent_goes_on_with(run, cas
     else:  # Hermes's first message is the two asks: another conversation
         assert parent is None and cut_line == [["user", "Think about the first ask."], cut_line[-1]]
     assert ledger.verify().ok
+
+
+def test_a_call_cut_by_the_output_limit_is_not_on_the_agent_s_line(run):
+    """Hermes drops a reply cut inside a tool call and asks again: one session, holding
+    the retried answer (the cut one was recorded and the next turn branched, session 41)."""
+    result, ledger = run
+    sid, line = _line_holding(ledger, "Planned once.")
+    assert line == [_said({"role": r, "content": t}) for r, t in result["cut"]]
+    assert [r for r, _ in line] == ["user", "assistant", "tool", "assistant"]
+    assert ledger.chains.lineage(sid).parent_session_id is None  # no branch
+    assert "call_cut" not in str([e for e in _events(ledger) if isinstance(e, MessageAppended)])

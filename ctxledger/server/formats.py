@@ -32,6 +32,7 @@ from ctxledger.server.upstream_reply import (
     optional_list,
     optional_object,
     optional_str,
+    unless_cut_in_a_call,
     usage_block,
 )
 
@@ -273,7 +274,7 @@ def openai_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
         return None, usage
     choice = need_object(body["choices"][0], "choices[0]")
     message = check_openai_message(choice.get("message"), "choices[0].message")
-    return openai_reply(message), usage
+    return unless_cut_in_a_call(openai_reply(message), choice.get("finish_reason")), usage
 
 
 @dataclass
@@ -341,7 +342,7 @@ class OpenAIStream:
             {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
             for _, c in sorted(self.calls.items())
         ]
-        return openai_reply(
+        whole = openai_reply(
             {
                 "content": "".join(self.content)
                 if self.content or not (calls or self.refusal or self.audio)
@@ -351,6 +352,7 @@ class OpenAIStream:
                 "audio": {"id": self.audio},
             }
         )
+        return unless_cut_in_a_call(whole, self.finish_reason)
 
 
 # --------------------------------------------------------------------------- Anthropic

@@ -139,6 +139,14 @@ def check_openai_message(message: Any, what: str) -> Mapping[str, Any]:
     return checked
 
 
+def unless_cut_in_a_call(reply: JSONDict | None, finish_reason: Any) -> JSONDict | None:
+    """`reply`, or None when the output limit stopped it (``finish_reason: length``) with
+    tool calls in it: the last call is cut, and no agent runs it (Hermes sends the same
+    request again, the Agents SDK fails the run). Not recorded, the client's retry is a
+    turn of its own; a client that keeps the reply sends it back with its next turn."""
+    return None if finish_reason == "length" and reply and reply.get("tool_calls") else reply
+
+
 def bad_reply_message(face: str, exc: BadUpstreamReply) -> str:
     """What the client is told (`face`: the proxy face, ``openai``, ``responses``...)."""
     return (
@@ -262,6 +270,7 @@ __all__ = [
     "read_whole",
     "refuse_encoded",
     "response_headers",
+    "unless_cut_in_a_call",
     "upstream_failed",
     "usage_block",
 ]

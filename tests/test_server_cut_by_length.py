@@ -1,0 +1,145 @@
+"""A reply the output limit cut inside its tool calls is not recorded (session 42).
+
+Found with the real hermes-agent 0.19.0 through ``ctxledger serve``: a model that stops
+with ``finish_reason: length`` while writing a tool call leaves a call no agent runs
+(its arguments end mid-way). Hermes drops that reply and sends the same request again
+(``conversation_loop``: "Truncated tool call detected"). The proxy had recorded the cut
+call, so the retry was a repeat (answered, not recorded) and the next turn branched:
+the root kept a call the agent never had. Now such a reply is not recorded (its usage
+is); the retry is an ordinary turn, and a client that does keep the reply sends it
+back with its next turn, where it is recorded as the client sent it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.chat_stream import chat_chunks, sse_events
+from helpers.fake_upstream import Raw
+from helpers.server_rig import Rig, rig
+
+from ctxledger.events import MessageAppended, SessionStarted, UsageReported
+
+pytestmark = pytest.mark.anyio
+
+ASK = {"role": "user", "content": "Plan the work."}
+CUT = [("call_1", '{"todos": [{"id": "1", "cont')]
+WHOLE = [("call_2", '{"todos": [{"id": "1", "content": "a"}]}')]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _answer(reply: dict[str, Any], *, stream: bool, finish: str | None = None) -> Raw:
+    """`reply` as the upstream sends it: a chat completion, or its event stream."""
+    chunks = chat_chunks(reply, chunk_id="c1", model="m", finish=finish, split_calls=stream)
+    if stream:
+        return Raw(tuple(sse_events(chunks)), "text/event-stream")
+    message = {"role": "assistant", **{k: v for k, v in chunks[0]["choices"][0]["delta"].items()}}
+    for call in message.get("tool_calls") or ():
+        call.pop("index")
+    choice = {
+        "index": 0,
+        "message": message,
+        "finish_reason": chunks[-2]["choices"][0]["finish_reason"],
+    }
+    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m"}
+    return Raw((json.dumps({**body, "choices": [choice], "usage": chunks[-1]["usage"]}).encode(),))
+
+
+async def _ask(r: Rig, messages: list[dict[str, Any]], stream: bool) -> dict[str, Any]:
+    """The assistant message the client got for `messages`."""
+    client = r.openai(**{"X-Ctxledger-Session": "cut"})
+    if not stream:
+        done = await client.chat.completions.create(model="m", messages=messages)
+        return done.choices[0].message.model_dump(exclude_none=True)
+    got: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": {}}
+    async for chunk in await client.chat.completions.create(
+        model="m", messages=messages, stream=True
+    ):
+        for choice in chunk.choices:
+            got["content"] += choice.delta.content or ""
+            for call in choice.delta.tool_calls or ():
+                slot = got["tool_calls"].setdefault(call.index, {"arguments": ""})
+                slot["arguments"] += call.function.arguments or ""
+    return got
+
+
+def _events(r: Rig) -> list[Any]:
+    r.service.ledger.refresh()
+    return [x.event for x in r.service.ledger.store.read_all()]
+
+
+def _said(r: Rig) -> list[Any]:
+    return [
+        [e.message["role"], [c["id"] for c in e.message.get("tool_calls") or ()]]
+        for e in _events(r)
+        if isinstance(e, MessageAppended)
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_cut_by_the_output_limit_is_not_recorded_and_the_retry_is(
+    tmp_path: Path, stream: bool
+) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(
+            _answer({"content": "Let me plan.", "tool_calls": CUT}, stream=stream, finish="length"),
+            _answer({"content": "Let me plan.", "tool_calls": WHOLE}, stream=stream),
+            _answer({"content": "Planned."}, stream=stream),
+        )
+        cut = await _ask(r, [ASK], stream)
+        assert "cont" in str(cut["tool_calls"])  # the client has the reply as it came
+        assert _said(r) == [["user", []]]  # not recorded
+        assert sum(isinstance(e, UsageReported) for e in _events(r)) == 1  # its usage is
+        # Hermes drops it and sends the same request again: an ordinary turn
+        await _ask(r, [ASK], stream)
+        assert r.upstream.requests[-1].messages[-1] == ASK  # asked, not served a repeat
+        call = {"id": "call_2", "type": "function"}
+        call["function"] = {"name": "todo", "arguments": WHOLE[0][1]}
+        done = {"role": "assistant", "content": "Let me plan.", "tool_calls": [call]}
+        result = {"role": "tool", "tool_call_id": "call_2", "content": "1 item"}
+        await _ask(r, [ASK, done, result], stream)
+        assert _said(r) == [
+            ["user", []],
+            ["assistant", ["call_2"]],
+            ["tool", []],
+            ["assistant", []],
+        ]
+        assert sum(isinstance(e, SessionStarted) for e in _events(r)) == 1  # no branch
+        assert r.service.ledger.verify().ok
+
+
+async def test_a_client_that_keeps_the_cut_reply_sends_it_back_and_it_is_recorded(
+    tmp_path: Path,
+) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(
+            _answer({"content": "Let me plan.", "tool_calls": CUT}, stream=False, finish="length")
+        )
+        await _ask(r, [ASK], stream=False)
+        call = {"id": "call_1", "type": "function"}
+        call["function"] = {"name": "todo", "arguments": CUT[0][1]}
+        kept = {"role": "assistant", "content": "Let me plan.", "tool_calls": [call]}
+        await _ask(r, [ASK, kept, {"role": "user", "content": "Go on."}], stream=False)
+        assert _said(r) == [
+            ["user", []],
+            ["assistant", ["call_1"]],
+            ["user", []],
+            ["assistant", []],
+        ]
+        assert sum(isinstance(e, SessionStarted) for e in _events(r)) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_text_cut_by_the_output_limit_is_recorded(tmp_path: Path, stream: bool) -> None:
+    """Hermes goes on from a cut text (it asks the model to continue): it is kept."""
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_answer({"content": "The plan has thr"}, stream=stream, finish="length"))
+        await _ask(r, [ASK], stream)
+        assert _said(r) == [["user", []], ["assistant", []]]

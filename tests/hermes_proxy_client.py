@@ -18,6 +18,7 @@ on 127.0.0.1 in threads of this process; Hermes's ``AIAgent`` points at the prox
   agent never saw. Then the agent asks again on its own history.
 - ``cut``: the output limit stops the model inside a tool call (``finish_reason:
   length``); Hermes drops that reply and sends the same request again.
+- ``empty``: the model's first answer is empty; Hermes drops it and asks again.
 
 Writes ``WORKDIR/result.json``: the paths the upstream was asked for, the final answers,
 Hermes's histories and the ledger's path. (What the upstream is sent is the ledger's
@@ -67,6 +68,8 @@ REPLIES: list[dict[str, Any]] = [
         "tool_calls": [("call_whole", '{"todos": [{"id": "1", "content": "a"}]}')],
     },
     {"content": "Planned once."},
+    {"content": ""},
+    {"content": "Said at last."},
 ]
 SEEN: list[str] = []
 STREAMED: list[bool] = []
@@ -186,6 +189,8 @@ def main() -> None:
             }
             agent = _agent(port)
             out["cut"] = _kept(agent.run_conversation("Plan it in one call.")["messages"])
+            agent = _agent(port)
+            out["empty"] = _kept(agent.run_conversation("Say something.")["messages"])
     out["paths"], out["streamed"] = SEEN, STREAMED
     (workdir / "result.json").write_text(json.dumps(out))
 

@@ -87,12 +87,23 @@ def test_an_interrupted_reply_is_not_on_the_line_the_agent_goes_on_with(run, cas
     assert ledger.verify().ok
 
 
-def test_a_call_cut_by_the_output_limit_is_not_on_the_agent_s_line(run):
-    """Hermes drops a reply cut inside a tool call and asks again: one session, holding
-    the retried answer (the cut one was recorded and the next turn branched, session 41)."""
+@pytest.mark.parametrize(
+    ("case", "answer", "dropped", "roles"),
+    [
+        ("cut", "Planned once.", "call_cut", ["user", "assistant", "tool", "assistant"]),
+        ("empty", "Said at last.", "''", ["user", "assistant"]),
+    ],
+)
+def test_a_reply_hermes_drops_and_asks_again_is_not_on_its_line(run, case, answer, dropped, roles):
+    """A reply cut inside a tool call by the output limit, an empty reply: Hermes drops
+    it and asks again. One session, holding the answer Hermes kept (the dropped reply was
+    recorded, the retry was a repeat, and the next turn branched: session 41)."""
     result, ledger = run
-    sid, line = _line_holding(ledger, "Planned once.")
-    assert line == [_said({"role": r, "content": t}) for r, t in result["cut"]]
-    assert [r for r, _ in line] == ["user", "assistant", "tool", "assistant"]
+    sid, line = _line_holding(ledger, answer)
+    assert line == [_said({"role": r, "content": t}) for r, t in result[case]]
+    assert [r for r, _ in line] == roles
     assert ledger.chains.lineage(sid).parent_session_id is None  # no branch
-    assert "call_cut" not in str([e for e in _events(ledger) if isinstance(e, MessageAppended)])
+    said = [
+        e.message for e in _events(ledger) if isinstance(e, MessageAppended) and e.session_id == sid
+    ]
+    assert dropped not in str(said)

@@ -76,6 +76,7 @@ from ctxledger.server.upstream_reply import (
     read_whole,
     refuse_encoded,
     response_headers,
+    says_nothing,
     upstream_failed,
 )
 from ctxledger.shownurl import with_path
@@ -273,6 +274,9 @@ class Turn:
         if self.repeat:
             log.info("session %s: a repeated turn's reply is not recorded", self.session_id)
             return
+        if isinstance(reply, dict) and says_nothing(reply):
+            log.info("session %s: an empty reply is not recorded", self.session_id)
+            reply = None
         # the client has its answer either way; the log says why the ledger lacks it
         if reply:
             replies = reply if isinstance(reply, list) else [reply]

@@ -147,6 +147,22 @@ def unless_cut_in_a_call(reply: JSONDict | None, finish_reason: Any) -> JSONDict
     return None if finish_reason == "length" and reply and reply.get("tool_calls") else reply
 
 
+def says_nothing(reply: Mapping[str, Any]) -> bool:
+    """An assistant reply with no text but whitespace and nothing else (no call, refusal
+    or audio): Hermes drops it and asks again, as it drops a reply of reasoning alone.
+    Not recorded; a client that keeps it sends it back with its next turn."""
+    if reply.get("tool_calls") or reply.get("refusal") or reply.get("audio"):
+        return False
+    content = reply.get("content")
+    if isinstance(content, list):
+        texts = [
+            p.get("text") if isinstance(p, Mapping) and p.get("type") == "text" else 0
+            for p in content
+        ]
+        return all(isinstance(t, str) and not t.strip() for t in texts)
+    return content is None or (isinstance(content, str) and not content.strip())
+
+
 def bad_reply_message(face: str, exc: BadUpstreamReply) -> str:
     """What the client is told (`face`: the proxy face, ``openai``, ``responses``...)."""
     return (
@@ -270,6 +286,7 @@ __all__ = [
     "read_whole",
     "refuse_encoded",
     "response_headers",
+    "says_nothing",
     "unless_cut_in_a_call",
     "upstream_failed",
     "usage_block",

@@ -1,4 +1,5 @@
-"""A reply the output limit cut inside its tool calls is not recorded (session 42).
+"""Replies no agent goes on from are not recorded (session 42): one the output limit cut
+inside its tool calls, and one that says nothing.
 
 Found with the real hermes-agent 0.19.0 through ``ctxledger serve``: a model that stops
 with ``finish_reason: length`` while writing a tool call leaves a call no agent runs
@@ -8,6 +9,9 @@ call, so the retry was a repeat (answered, not recorded) and the next turn branc
 the root kept a call the agent never had. Now such a reply is not recorded (its usage
 is); the retry is an ordinary turn, and a client that does keep the reply sends it
 back with its next turn, where it is recorded as the client sent it.
+
+An empty reply (no text but whitespace, no call, refusal or audio: what is left of a
+reasoning-only answer too) is the same: Hermes drops it and asks again.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 
 import pytest
 from helpers.chat_stream import chat_chunks, sse_events
-from helpers.fake_upstream import Raw
+from helpers.fake_upstream import Raw, Say
 from helpers.server_rig import Rig, rig
 
 from ctxledger.events import MessageAppended, SessionStarted, UsageReported
@@ -143,3 +147,50 @@ async def test_a_text_cut_by_the_output_limit_is_recorded(tmp_path: Path, stream
         r.upstream.queue(_answer({"content": "The plan has thr"}, stream=stream, finish="length"))
         await _ask(r, [ASK], stream)
         assert _said(r) == [["user", []], ["assistant", []]]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("empty", ["", "  \n"])
+async def test_an_empty_reply_is_not_recorded_and_the_retry_is(
+    tmp_path: Path, stream: bool, empty: str
+) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(
+            _answer({"content": empty}, stream=stream), _answer({"content": "Real."}, stream=stream)
+        )
+        got = await _ask(r, [ASK], stream)
+        assert got["content"] == empty  # passed on as it came
+        assert _said(r) == [["user", []]]
+        assert sum(isinstance(e, UsageReported) for e in _events(r)) == 1
+        await _ask(r, [ASK], stream)  # Hermes asks again
+        assert r.upstream.requests[-1].messages == [ASK]
+        assert _said(r) == [["user", []], ["assistant", []]]
+        await _ask(r, [ASK, {"role": "assistant", "content": "Real."}, ASK], stream)
+        assert sum(isinstance(e, SessionStarted) for e in _events(r)) == 1  # no branch
+
+
+async def test_a_client_that_keeps_an_empty_reply_sends_it_back(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_answer({"content": ""}, stream=False))
+        await _ask(r, [ASK], stream=False)
+        await _ask(r, [ASK, {"role": "assistant", "content": ""}, ASK], stream=False)
+        assert _said(r) == [["user", []], ["assistant", []], ["user", []], ["assistant", []]]
+        assert sum(isinstance(e, SessionStarted) for e in _events(r)) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_empty_anthropic_reply_is_not_recorded(tmp_path: Path, stream: bool) -> None:
+    async with rig(tmp_path, api="anthropic") as r:
+        r.upstream.queue(Say(""), Say("Real."))
+        client = r.anthropic(**{"X-Ctxledger-Session": "empty"})
+        for _ in range(2):
+            if stream:
+                async with client.messages.stream(
+                    model="claude-x", max_tokens=50, messages=[ASK]
+                ) as s:
+                    await s.get_final_message()
+            else:
+                await client.messages.create(model="claude-x", max_tokens=50, messages=[ASK])
+        assert _said(r) == [["user", []], ["assistant", []]]
+        said = [e.message for e in _events(r) if isinstance(e, MessageAppended)]
+        assert "Real." in str(said[-1])

@@ -194,3 +194,55 @@ async def test_an_empty_anthropic_reply_is_not_recorded(tmp_path: Path, stream: 
         assert _said(r) == [["user", []], ["assistant", []]]
         said = [e.message for e in _events(r) if isinstance(e, MessageAppended)]
         assert "Real." in str(said[-1])
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _anthropic(stop: str, partial: str, *, stream: bool) -> Raw:
+    """A message with text and one tool_use (its input written as `partial`), stopped by `stop`."""
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x"}
+    start |= {"content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+    tool = {"type": "tool_use", "id": "tu_1", "name": "todo", "input": {}}
+    if not stream:
+        text = {"type": "text", "text": "Let me."}
+        written = {"todos": [{"id": "1"}]} if stop == "max_tokens" else json.loads(partial)
+        whole = {**start, "content": [text, {**tool, "input": written}]}
+        return Raw((json.dumps({**whole, "stop_reason": stop}).encode(),))
+    events = [
+        ("message_start", {"message": start}),
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Let me."}}),
+        ("content_block_stop", {"index": 0}),
+        ("content_block_start", {"index": 1, "content_block": tool}),
+        ("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": partial}}),
+        ("content_block_stop", {"index": 1}),
+        ("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 5}}),
+        ("message_stop", {}),
+    ]  # fmt: skip
+    return Raw(tuple(_sse(e, {"type": e, **d}) for e, d in events), "text/event-stream")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_anthropic_tool_use_cut_by_max_tokens_is_not_recorded(
+    tmp_path: Path, stream: bool
+) -> None:
+    async with rig(tmp_path, api="anthropic") as r:
+        r.upstream.queue(
+            _anthropic("max_tokens", '{"todos": [{"id": "1", "cont', stream=stream),
+            _anthropic("tool_use", '{"a": 1}', stream=stream),
+        )
+        client = r.anthropic(**{"X-Ctxledger-Session": "cut"})
+        for _ in range(2):  # the cut reply, then the same request again
+            if stream:
+                async with client.messages.stream(
+                    model="claude-x", max_tokens=50, messages=[ASK]
+                ) as s:
+                    await s.get_final_message()
+            else:
+                await client.messages.create(model="claude-x", max_tokens=50, messages=[ASK])
+        assert _said(r) == [["user", []], ["assistant", ["tu_1"]]]
+        assert sum(isinstance(e, UsageReported) for e in _events(r)) == 2
+        last = [e.message for e in _events(r) if isinstance(e, MessageAppended)][-1]
+        assert json.loads(last["tool_calls"][0]["function"]["arguments"]) == {"a": 1}  # the retry's

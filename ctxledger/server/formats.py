@@ -493,7 +493,7 @@ def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
             got = kind_of(block["input"])
             raise BadUpstreamReply(f"content[{i}].input of a tool_use must be an object, got {got}")
     try:
-        return anthropic_reply(content), usage
+        return unless_cut_in_a_call(anthropic_reply(content), body.get("stop_reason")), usage
     except InvalidInput as exc:
         raise BadUpstreamReply(str(exc)) from None
 
@@ -506,6 +506,7 @@ class AnthropicStream:
     partial: dict[int, str] = field(default_factory=dict)
     usage: JSONDict | None = None
     stopped: bool = False
+    stop_reason: Any = None
 
     def feed(self, ev: SSEEvent) -> bool:
         data = decode_event(ev.data)  # BadUpstreamReply: not an event
@@ -526,6 +527,9 @@ class AnthropicStream:
             usage = optional_object(data.get("usage"), "message_delta's usage")
             extra = {k: v for k, v in usage.items() if v is not None}
             self.usage = {**(self.usage or {}), **extra}
+            self.stop_reason = optional_object(data.get("delta"), "message_delta's delta").get(
+                "stop_reason"
+            )
         elif kind == "message_stop":
             self.stopped = True
         return True
@@ -568,7 +572,7 @@ class AnthropicStream:
             {k: v for k, v in b.items() if v is not None} for _, b in sorted(self.blocks.items())
         ]
         try:
-            return anthropic_reply(blocks)
+            return unless_cut_in_a_call(anthropic_reply(blocks), self.stop_reason)
         except InvalidInput as exc:
             raise BadUpstreamReply(str(exc)) from None
 

@@ -140,11 +140,13 @@ def check_openai_message(message: Any, what: str) -> Mapping[str, Any]:
 
 
 def unless_cut_in_a_call(reply: JSONDict | None, finish_reason: Any) -> JSONDict | None:
-    """`reply`, or None when the output limit stopped it (``finish_reason: length``) with
-    tool calls in it: the last call is cut, and no agent runs it (Hermes sends the same
-    request again, the Agents SDK fails the run). Not recorded, the client's retry is a
-    turn of its own; a client that keeps the reply sends it back with its next turn."""
-    return None if finish_reason == "length" and reply and reply.get("tool_calls") else reply
+    """`reply`, or None when the output limit stopped it (``finish_reason: length``,
+    Anthropic's ``stop_reason: max_tokens``) with tool calls in it: the last call is cut,
+    and no agent runs it (Hermes sends the same request again). Not recorded, the
+    client's retry is a turn of its own; a client that keeps the reply sends it back
+    with its next turn."""
+    cut = finish_reason in ("length", "max_tokens")
+    return None if cut and reply and reply.get("tool_calls") else reply
 
 
 def says_nothing(reply: Mapping[str, Any]) -> bool:

@@ -24,8 +24,11 @@ import pytest
 from helpers.chat_stream import chat_chunks, sse_events
 from helpers.fake_upstream import Raw, Say
 from helpers.server_rig import Rig, rig
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxledger.events import MessageAppended, SessionStarted, UsageReported
+from ctxledger.server.upstream_reply import says_nothing
 
 pytestmark = pytest.mark.anyio
 
@@ -246,3 +249,14 @@ async def test_an_anthropic_tool_use_cut_by_max_tokens_is_not_recorded(
         assert sum(isinstance(e, UsageReported) for e in _events(r)) == 2
         last = [e.message for e in _events(r) if isinstance(e, MessageAppended)][-1]
         assert json.loads(last["tool_calls"][0]["function"]["arguments"]) == {"a": 1}  # the retry's
+
+
+@given(st.text(), st.booleans())
+def test_a_reply_says_nothing_exactly_when_its_text_is_blank(text: str, as_parts: bool) -> None:
+    content: Any = [{"type": "text", "text": text}] if as_parts else text
+    assert says_nothing({"role": "assistant", "content": content}) is (not text.strip())
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    assert not says_nothing({"role": "assistant", "content": content, "tool_calls": [call]})
+    assert not says_nothing({"role": "assistant", "content": content, "refusal": "no"})
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+    assert not says_nothing({"role": "assistant", "content": [image]})

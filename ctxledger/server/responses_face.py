@@ -216,6 +216,14 @@ def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
     return messages or None
 
 
+def _unless_cut(reply: list[JSONDict] | None, status: str | None) -> list[JSONDict] | None:
+    """`reply`, or None when the response is ``incomplete`` (the output limit, a content
+    filter) with a function call in it: the call may be cut, and no agent runs it (the
+    Agents SDK fails the run). Not recorded, as a chat reply cut by ``length``."""
+    cut = status == "incomplete" and any(m.get("tool_calls") for m in reply or ())
+    return None if cut else reply
+
+
 def _family_root(ledger: Ledger, session_id: str) -> str:
     node, seen = ledger.chains.lineage(session_id), {session_id}
     while node.parent_session_id is not None and node.parent_session_id not in seen:
@@ -265,7 +273,8 @@ def responses_json_reply(data: Any) -> tuple[list[JSONDict] | None, JSONDict | N
     status = optional_str(body.get("status"), "'status'") or "completed"
     if status not in _FINISHED:
         return None, usage
-    return _reply(body.get("output"), optional_str(body.get("id"), "'id'")), usage
+    reply = _reply(body.get("output"), optional_str(body.get("id"), "'id'"))
+    return _unless_cut(reply, status), usage
 
 
 @dataclass
@@ -317,7 +326,7 @@ class ResponsesStream:
         items = (
             self.output if self.output is not None else [i for _, i in sorted(self.done.items())]
         )
-        return _reply(items, self.response_id)
+        return _unless_cut(_reply(items, self.response_id), self.status)
 
 
 #: events a stream opens with, before any output

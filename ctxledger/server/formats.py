@@ -527,9 +527,8 @@ class AnthropicStream:
             usage = optional_object(data.get("usage"), "message_delta's usage")
             extra = {k: v for k, v in usage.items() if v is not None}
             self.usage = {**(self.usage or {}), **extra}
-            self.stop_reason = optional_object(data.get("delta"), "message_delta's delta").get(
-                "stop_reason"
-            )
+            delta = data.get("delta")  # (read for its stop_reason only: nothing else checked)
+            self.stop_reason = delta.get("stop_reason") if isinstance(delta, Mapping) else None
         elif kind == "message_stop":
             self.stopped = True
         return True

@@ -203,7 +203,7 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _anthropic(stop: str, partial: str, *, stream: bool) -> Raw:
+def _anthropic(stop: Any, partial: str, *, stream: bool) -> Raw:
     """A message with text and one tool_use (its input written as `partial`), stopped by `stop`."""
     start = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x"}
     start |= {"content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
@@ -221,7 +221,7 @@ def _anthropic(stop: str, partial: str, *, stream: bool) -> Raw:
         ("content_block_start", {"index": 1, "content_block": tool}),
         ("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": partial}}),
         ("content_block_stop", {"index": 1}),
-        ("message_delta", {"delta": {"stop_reason": stop}, "usage": {"output_tokens": 5}}),
+        ("message_delta", {"delta": stop if isinstance(stop, str) and stop.startswith("(") else {"stop_reason": stop}, "usage": {"output_tokens": 5}}),
         ("message_stop", {}),
     ]  # fmt: skip
     return Raw(tuple(_sse(e, {"type": e, **d}) for e, d in events), "text/event-stream")
@@ -260,3 +260,15 @@ def test_a_reply_says_nothing_exactly_when_its_text_is_blank(text: str, as_parts
     assert not says_nothing({"role": "assistant", "content": content, "refusal": "no"})
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
     assert not says_nothing({"role": "assistant", "content": [image]})
+
+
+async def test_an_odd_message_delta_is_read_as_before(tmp_path: Path) -> None:
+    """A ``message_delta`` whose delta is no object is not checked (only its stop_reason
+    is read): the reply is recorded as on main."""
+    async with rig(tmp_path, api="anthropic") as r:
+        r.upstream.queue(_anthropic("(odd)", '{"a": 1}', stream=True))
+        body = {"model": "claude-x", "max_tokens": 50, "messages": [ASK], "stream": True}
+        headers = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+        got = await r.http.post("/v1/messages", json=body, headers=headers)  # (no SDK reads it)
+        assert got.status_code == 200 and b"message_stop" in got.content
+        assert _said(r) == [["user", []], ["assistant", ["tu_1"]]]

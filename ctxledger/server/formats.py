@@ -528,7 +528,8 @@ class AnthropicStream:
             extra = {k: v for k, v in usage.items() if v is not None}
             self.usage = {**(self.usage or {}), **extra}
             delta = data.get("delta")  # (read for its stop_reason only: nothing else checked)
-            self.stop_reason = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+            stop = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+            self.stop_reason = stop if stop is not None else self.stop_reason  # the last said
         elif kind == "message_stop":
             self.stopped = True
         return True

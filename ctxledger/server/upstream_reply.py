@@ -23,7 +23,7 @@ import httpx
 import msgspec
 from starlette.responses import JSONResponse, Response
 
-from ctxledger.messages import kind_of
+from ctxledger.messages import is_text_content_empty, kind_of
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.shownurl import scrubbed
 
@@ -149,20 +149,41 @@ def unless_cut_in_a_call(reply: JSONDict | None, finish_reason: Any) -> JSONDict
     return None if cut and reply and reply.get("tool_calls") else reply
 
 
+#: what a reply may carry besides its text that makes it worth recording
+_SAYS_SOMETHING = (
+    "tool_calls",
+    "refusal",
+    "audio",
+    "thinking_blocks",  # Anthropic's signed thinking: sent back on the next turn
+    "reasoning_content",
+    "reasoning",
+    "reasoning_details",
+)
+
+
 def says_nothing(reply: Mapping[str, Any]) -> bool:
-    """An assistant reply with no text but whitespace and nothing else (no call, refusal
-    or audio): Hermes drops it and asks again, as it drops a reply of reasoning alone.
-    Not recorded; a client that keeps it sends it back with its next turn."""
-    if reply.get("tool_calls") or reply.get("refusal") or reply.get("audio"):
+    """An assistant reply with no text but whitespace and nothing else (no call, refusal,
+    audio, thinking or reasoning, no part but text): Hermes drops it and asks again. Not
+    recorded; a client that keeps it sends it back with its next turn."""
+    if any(reply.get(key) for key in _SAYS_SOMETHING):
         return False
     content = reply.get("content")
-    if isinstance(content, list):
-        texts = [
-            p.get("text") if isinstance(p, Mapping) and p.get("type") == "text" else 0
-            for p in content
-        ]
-        return all(isinstance(t, str) and not t.strip() for t in texts)
-    return content is None or (isinstance(content, str) and not content.strip())
+    if isinstance(content, list) and any(
+        not isinstance(p, Mapping) or p.get("type") != "text" for p in content
+    ):
+        return False
+    return content is None or (isinstance(content, (str, list)) and is_text_content_empty(reply))
+
+
+def kept_empty(message: dict[str, Any]) -> dict[str, Any]:
+    """A client's assistant message as the ledger reads it: one with no content, calls,
+    refusal or audio (a client that omits an empty field, Go's ``omitempty``; content
+    null) is the empty reply ``content: ""``."""
+    if message.get("role") != "assistant" or any(
+        message.get(key) is not None for key in ("content", "tool_calls", "refusal", "audio")
+    ):
+        return message
+    return {**message, "content": ""}
 
 
 def bad_reply_message(face: str, exc: BadUpstreamReply) -> str:
@@ -280,6 +301,7 @@ __all__ = [
     "error_event",
     "forwarded",
     "index_of",
+    "kept_empty",
     "need_object",
     "optional_list",
     "optional_object",

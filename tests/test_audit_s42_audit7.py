@@ -12,10 +12,17 @@ escaped prefix, then single backslashes) gives its file's name in production; th
 reference read a UNC path starting after the ``?``, whose server would be ``UNC``.
 The reference now reads the backslashes after a device's ``?`` as its separator, no
 UNC start, and agrees; a property compares the two on device-prefix soup.
+
+Two inline scripts whose first 200 characters are equal (a django settings preamble)
+were one command fact, so a summary stating one "kept" both. A script longer than the
+cap now keeps its start and its end with its middle left out (``head [...] tail``,
+:func:`.toolcalls.elided`), and a text states it where the start is found and the end
+after it in the same text (:mod:`.factelided`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -24,8 +31,18 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor.factbounds import contains, search
-from ctxledger.compressor.factmatch import Haystack, normalize_fact, retention
-from ctxledger.compressor.facts import Fact, extract_facts
+from ctxledger.compressor.factmatch import (
+    JOIN,
+    Haystack,
+    fact_in_text,
+    fact_text,
+    normalize,
+    normalize_fact,
+    retention,
+)
+from ctxledger.compressor.facts import COMMAND_MAX_CHARS, Fact, extract_facts
+from ctxledger.compressor.factsentences import cap_text
+from ctxledger.compressor.toolcalls import ELIDED
 
 
 def _facts(text: str, role: str = "assistant", kind: str | None = None) -> list[Fact]:
@@ -158,3 +175,110 @@ _DEVICE_PIECES = [
 def test_device_prefix_soup_gives_the_reference_paths(text: str) -> None:
     """Property: production and the reference find the same path facts."""
     assert _paths(extract_facts, text) == _paths(reference.extract_facts, text)
+
+
+# --------------------------------------------------------------------------- long scripts
+
+_PREAMBLE = (
+    'cd /testbed && python -c "\nimport os\nimport django\nfrom django.conf import settings\n'
+    "settings.configure(DEBUG=True, INSTALLED_APPS=['django.contrib.contenttypes', "
+    "'django.contrib.auth'], DATABASES={'default': {'ENGINE': 'django.db.backends.sqlite3'}})\n"
+    "django.setup()\n"
+)
+_SCRIPT_A = _PREAMBLE + 'from django.db import models\nprint(models.Q(a=1) | models.Q(b=2))\n"'
+_SCRIPT_B = _PREAMBLE + 'from django.forms import Form\nprint(Form().is_valid())\n"'
+
+
+def _call(command: str) -> dict[str, Any]:
+    arguments = json.dumps({"command": command})
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+    return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+def _command(command: str) -> Fact:
+    (fact,) = [f for f in extract_facts([_call(command)]) if f.kind == "command"]
+    return fact
+
+
+def test_two_scripts_sharing_a_preamble_are_two_facts() -> None:
+    """The corpus case: django scripts whose first 200 characters are one settings
+    block. Each fact keeps its script's end, so a summary stating one states only it."""
+    a, b = _command(_SCRIPT_A), _command(_SCRIPT_B)
+    assert len(a.value) <= COMMAND_MAX_CHARS and len(b.value) <= COMMAND_MAX_CHARS
+    assert a.value.startswith('cd /testbed && python -c " import os import django')
+    assert ELIDED in a.value and a.value.endswith('print(models.Q(a=1) | models.Q(b=2)) "')
+    assert a.normalized != b.normalized
+    both = [f for f in extract_facts([_call(_SCRIPT_A), _call(_SCRIPT_B)]) if f.kind == "command"]
+    assert [f.value for f in both] == [a.value, b.value]
+    # each is stated by its own call, by its fact quoted, by its script restated
+    for fact, script in ((a, _SCRIPT_A), (b, _SCRIPT_B)):
+        assert fact_in_text(fact, fact_text(_call(script)))
+        assert fact_in_text(fact, "- commands: " + fact.value + "; more")
+        assert fact_in_text(fact, "ran:\n" + script + "\nok")
+    # not by the other script's call, nor by the preamble alone (a summary's RAN line)
+    assert retention([a, b], fact_text(_call(_SCRIPT_B))) == ([b], [a])
+    assert retention([a, b], "RAN " + " ".join(_PREAMBLE.split())) == ([], [a, b])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the end before the start, or in another text of a joined view: not stated
+        ('print(models.Q(a=1) | models.Q(b=2)) " then ' + _PREAMBLE, False),
+        (_PREAMBLE + JOIN + 'print(models.Q(a=1) | models.Q(b=2)) "', False),
+        # the start glued to more of a word: no match of the start
+        ("x" + _SCRIPT_A, False),
+        # a later text that holds both: stated
+        ("summary" + JOIN + "again: " + _SCRIPT_A, True),
+        # the first start of a text has no end after it, a later one of another text has
+        (_PREAMBLE + JOIN + _SCRIPT_A, True),
+    ],
+)
+def test_an_elided_script_is_stated_by_its_start_then_its_end(text: str, expected: bool) -> None:
+    fact = _command(_SCRIPT_A)
+    assert Haystack(text).holds("command", fact.normalized) is expected
+
+
+def test_a_script_with_no_blank_near_its_end_keeps_its_start_only() -> None:
+    script = _PREAMBLE + "print(" + "x" * 80 + ')"'
+    fact = _command(script)
+    assert ELIDED not in fact.value and len(fact.value) <= COMMAND_MAX_CHARS
+    assert fact.value == reference.extract_facts([_call(script)])[0].value
+
+
+def test_a_short_script_and_a_long_line_are_unchanged() -> None:
+    short = 'python3 -c "\nprint(1)\n"'
+    assert _command(short).value == 'python3 -c " print(1) "'
+    line = "echo " + " ".join(["word"] * 60)
+    assert _command(line).value == cap_text(line, COMMAND_MAX_CHARS)
+    assert ELIDED not in _command(line).value
+
+
+_CODE_WORD = st.text(alphabet="abcxyz01_().=", min_size=1, max_size=9)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    middle=st.lists(_CODE_WORD, min_size=0, max_size=30),
+    end_a=st.lists(_CODE_WORD, min_size=1, max_size=12),
+    end_b=st.lists(_CODE_WORD, min_size=1, max_size=12),
+    blanks=st.sampled_from([" ", "\n", "\n    ", "  "]),
+)
+def test_long_scripts_are_told_apart_by_their_ends(
+    middle: list[str], end_a: list[str], end_b: list[str], blanks: str
+) -> None:
+    """Property: the fact of a long inline script (code and reference agree) fits the
+    cap, is stated by the call that ran it, and, when another script with the same
+    start ends in other words, is another fact that call does not state."""
+    body = _PREAMBLE + blanks.join(middle) + "\n"
+    a, b = body + blanks.join(end_a) + '"', body + blanks.join(end_b) + '"'
+    fact_a, fact_b = _command(a), _command(b)
+    assert len(fact_a.value) <= COMMAND_MAX_CHARS
+    for script, fact in ((a, fact_a), (b, fact_b)):
+        (ref,) = [f for f in reference.extract_facts([_call(script)]) if f.kind == "command"]
+        assert ref.value == fact.value
+        assert fact_in_text(fact, fact_text(_call(script)))
+    if ELIDED in fact_a.value and fact_a.normalized != fact_b.normalized:
+        tail_a = fact_a.normalized.partition(ELIDED)[2]
+        if tail_a not in normalize(fact_text(_call(b))):
+            assert not fact_in_text(fact_a, fact_text(_call(b)))

@@ -66,6 +66,7 @@ __all__ = [
     "VERSION_SUFFIX",
     "contains",
     "continues_number",
+    "first_match",
     "inside_longer_path",
     "is_word",
     "lower_tail",
@@ -337,6 +338,16 @@ def contains(haystack: str, needle: str, *, path: bool = False, windows: bool = 
         else:
             start = haystack.find(needle, start + 1)
     return False
+
+
+def first_match(haystack: str, needle: str, start: int = 0) -> int:
+    """Where the first match of normalized `needle` (no path) at or after `start` in
+    `haystack` starts, or -1 (the occurrences one by one: an elided script's start,
+    :mod:`.factelided`)."""
+    at = haystack.find(needle, start) if needle else -1
+    while at != -1 and not _accepted(haystack, at, needle, False):
+        at = haystack.find(needle, at + 1)
+    return at
 
 
 def matches_at_start(haystack: str, needle: str) -> bool:

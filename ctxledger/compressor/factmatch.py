@@ -38,13 +38,14 @@ import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
+from ctxledger.compressor.factelided import states_elided
 from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
 from ctxledger.compressor.factranges import states_lines
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
-from ctxledger.compressor.toolcalls import call_name_and_args
+from ctxledger.compressor.toolcalls import ELIDED, call_name_and_args
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True):
@@ -297,6 +298,8 @@ class Haystack:
             return True
         if kind in ("number", "error") and " " in normalized:
             return self._read_as(normalized)
+        if kind == "command" and ELIDED in normalized:  # (an inline script's, session 42)
+            return states_elided(self.folded, normalized)
         if kind in _SENTENCE_KINDS and _PERIOD_END.search(normalized) is not None:
             return self._ends_a_line(normalized[:-1])
         if not path or (_SEPARATED.match(normalized) or _UNC.match(normalized)) is None:

@@ -282,3 +282,49 @@ def test_long_scripts_are_told_apart_by_their_ends(
         tail_a = fact_a.normalized.partition(ELIDED)[2]
         if tail_a not in normalize(fact_text(_call(b))):
             assert not fact_in_text(fact_a, fact_text(_call(b)))
+
+
+# ------------------------------------------------------------- fix round (session 42 review)
+
+_DONE = 'print(models.Q(a=1) | models.Q(b=2))\nprint("done")\n"'
+_SCRIPT_D = _PREAMBLE + "from django.db import models\n" + _DONE
+_SCRIPT_E = _PREAMBLE + 'from django.forms import Form\nprint(Form().is_valid())\nprint("ok")\n"'
+_SCRIPT_F = 'cd /testbed && python -c "\nimport sys\n' + "x = 1\n" * 40 + _DONE
+
+
+def _two_calls(*commands: str) -> dict[str, Any]:
+    calls = [
+        {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+        for n, arguments in enumerate(json.dumps({"command": c}) for c in commands)
+    ]
+    return {"role": "assistant", "content": "", "tool_calls": calls}
+
+
+def test_another_scripts_end_later_in_the_text_states_nothing() -> None:
+    """The review's three probes: D's start in script E and D's end in script F (another
+    start) later in the same text. The end is looked for only up to the next script."""
+    d, e, f = _command(_SCRIPT_D), _command(_SCRIPT_E), _command(_SCRIPT_F)
+    assert f.normalized.endswith(d.normalized.partition(ELIDED)[2])
+    # the offline summary's facts section lists shortened facts one after another
+    summary = "- commands: " + e.value + "\n- commands: " + f.value
+    assert not fact_in_text(d, summary)
+    assert retention([d, e, f], summary) == ([e, f], [d])
+    # one message running E then F
+    assert not fact_in_text(d, fact_text(_two_calls(_SCRIPT_E, _SCRIPT_F)))
+    # prose quoting script E, then F
+    assert not fact_in_text(d, _SCRIPT_E + "\nthen\n" + _SCRIPT_F)
+    # D itself, after E in the same text, is still stated (a later start is tried)
+    assert fact_in_text(d, fact_text(_two_calls(_SCRIPT_E, _SCRIPT_D)))
+    assert fact_in_text(d, "- commands: " + e.value + "\n- commands: " + d.value)
+
+
+def test_an_end_of_only_the_closing_quote_keeps_the_old_cut() -> None:
+    """A long last token, then a newline and the closing quote: the end would be ``"``
+    alone, which any other script with the same start also ends with. The fact falls
+    back to the start alone (cut at a blank), in code and reference."""
+    script = _PREAMBLE + "print(" + "x" * 60 + ')\n"'
+    fact = _command(script)
+    assert ELIDED not in fact.value
+    assert fact.value == cap_text(" ".join(script.split()), COMMAND_MAX_CHARS)
+    (ref,) = [f for f in reference.extract_facts([_call(script)]) if f.kind == "command"]
+    assert ref.value == fact.value

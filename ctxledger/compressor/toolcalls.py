@@ -197,6 +197,11 @@ def command_fact(command: str, limit: int | None = None) -> str:
 ELIDED = " [...] "
 #: how many of an inline script's last characters its fact keeps, at most
 SCRIPT_TAIL = 56
+#: how many characters an inline script's kept end has at least, one a word character:
+#: an end of a lone ``"`` (a long last token, then the closing quote) tells no scripts
+#: apart, so such a script keeps the old cut (its start alone)
+TAIL_MIN = 8
+_WORD = re.compile(r"\w")
 
 
 def elided(script: str, limit: int) -> str:
@@ -208,9 +213,9 @@ def elided(script: str, limit: int) -> str:
     if len(script) <= limit:
         return script
     blank = script.find(" ", len(script) - SCRIPT_TAIL, len(script) - 1)
-    if blank == -1:
-        return cap_text(script, limit)
     tail = script[blank + 1 :]
+    if blank == -1 or len(tail) < TAIL_MIN or _WORD.search(tail) is None:
+        return cap_text(script, limit)
     return cap_text(script, limit - len(ELIDED) - len(tail)) + ELIDED + tail
 
 

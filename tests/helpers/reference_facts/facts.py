@@ -574,11 +574,12 @@ def _command_fact(command: str) -> str:
     """Session 42: a command's fact, :func:`_script_or_runs` cut to COMMAND_MAX_CHARS. A
     script too long for that is its first words (cut as a line is), ``" [...] "``, and
     the words its last 56 characters hold after their first blank; with no blank there
-    it is cut as a line is."""
+    it is cut as a line is, and so with an end under 8 characters or with no
+    word character (a lone closing quote tells no scripts apart)."""
     script, value = _script_or_runs(command)
     if not script or len(value) <= COMMAND_MAX_CHARS:
         return _cap(value, COMMAND_MAX_CHARS)
     _, blank, tail = value[-56:].partition(" ")
-    if not blank or not tail:
+    if not blank or len(tail) < 8 or not re.search(r"\w", tail):  # (session 42 fix round)
         return _cap(value, COMMAND_MAX_CHARS)
     return _cap(value, COMMAND_MAX_CHARS - len(" [...] ") - len(tail)) + " [...] " + tail

@@ -120,10 +120,11 @@ def _kept(kind: str, value: str, view: str) -> bool:
         ("decision", "Keep it at 10.", "Keep it at 10\nnext", True),
         ("decision", "Use v1.2.", "Use v1.2.", True),
         ("decision", "Use v1.2.", "use v1.2\n", True),
-        # a letter after the stop is left as it was (``v1.2.x``: see the note)
-        ("decision", "Use v1.2.", "Use v1.2.x", True),
-        # no digit before the stop: unchanged
-        ("decision", "Use foo.", "use foo.5", True),
+        # a letter after the stop: a longer token too (session 42, ``glued_stop``)
+        ("decision", "Use v1.2.", "Use v1.2.x", False),
+        # no digit before the stop: a word after it still makes a longer token
+        # (session 42: ``foo.5``, as ``foo.bar``)
+        ("decision", "Use foo.", "use foo.5", False),
     ],
 )
 def test_a_stop_after_a_digit_is_no_stop_before_a_digit(

@@ -17,16 +17,15 @@ import json
 from typing import Any
 
 import pytest
+from helpers.fact_checks import view_keeps as _kept
 from helpers.reference_facts import facts as reference
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor.factbounds import contains, search
 from ctxledger.compressor.factmatch import (
-    Haystack,
     fact_in_text,
     fact_text,
-    normalize_fact,
     retention,
 )
 from ctxledger.compressor.facts import extract_facts
@@ -97,10 +96,6 @@ def test_comments_before_the_line_a_command_runs_change_not_its_fact(
 # character had no boundary after it, so ``keep it at 10.5`` and ``use v1.2.3`` stated
 # ``Keep it at 10.`` and ``Use v1.2.``: another number, a false "kept". A ``.`` after a
 # digit, then a digit, is a decimal or version point: no match ends there.
-
-
-def _kept(kind: str, value: str, view: str) -> bool:
-    return Haystack(view).holds(kind, normalize_fact(kind, value))
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,8 @@ import json
 from typing import Any
 
 import pytest
+from helpers.fact_checks import message_facts as _facts
+from helpers.fact_checks import view_keeps as _kept
 from helpers.reference_facts import facts as reference
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -37,22 +39,11 @@ from ctxledger.compressor.factmatch import (
     fact_in_text,
     fact_text,
     normalize,
-    normalize_fact,
     retention,
 )
 from ctxledger.compressor.facts import COMMAND_MAX_CHARS, Fact, extract_facts
 from ctxledger.compressor.factsentences import cap_text
 from ctxledger.compressor.toolcalls import ELIDED
-
-
-def _facts(text: str, role: str = "assistant", kind: str | None = None) -> list[Fact]:
-    message: dict[str, Any] = {"role": role, "content": text}
-    return [f for f in extract_facts([message]) if kind is None or f.kind == kind]
-
-
-def _kept(kind: str, value: str, view: str) -> bool:
-    return Haystack(view).holds(kind, normalize_fact(kind, value))
-
 
 # --------------------------------------------------------------------------- a glued stop
 

@@ -219,3 +219,14 @@ def test_a_cut_config_key_says_it_was_cut() -> None:
     exc = msgspec.ValidationError("Expected `int`, got `str` - at `$." + "k" * 150 + "`")
     text = _humanize(exc)
     assert text.startswith("k" * 100 + "… (cut): Expected `int`"), text
+
+
+@pytest.mark.parametrize("window", [10**9 + 1, 10**400])
+def test_a_window_past_the_context_limit_is_refused_by_name(window: int) -> None:
+    # a 400-digit window overflowed the threshold's float product (OverflowError)
+    from ctxledger.compressor.config import CompressionConfig
+    from ctxledger.compressor.planner import plan
+
+    with pytest.raises(InvalidConfig, match="up to 1,000,000,000") as caught:
+        plan([{"role": "user", "content": "x"}], CompressionConfig(), [1], context_length=window)
+    assert len(str(caught.value)) < 300

@@ -290,9 +290,12 @@ def _window(context_length: int) -> int:
     if (
         isinstance(context_length, bool)
         or not isinstance(context_length, int)
-        or context_length < 1
+        or not 1 <= context_length <= MAX_CONTEXT_LENGTH
     ):
-        raise InvalidConfig(f"context length must be a positive int, got {shown(context_length)}")
+        raise InvalidConfig(
+            f"context length must be a positive int up to {MAX_CONTEXT_LENGTH:,},"
+            f" got {shown(context_length)}"
+        )
     return context_length
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.ledger_helpers import deterministic_ledger
+from helpers.ledger_helpers import ledger_with_one_call
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,8 +57,6 @@ from ctxledger import (
 )
 from ctxledger.integers import NOT_PRINTED_IN_LINE, printable, shown
 
-CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-TOOL = {"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}
 MAX_MESSAGE = 600
 
 
@@ -162,26 +160,12 @@ _CALLS: list[tuple[str, Callable[[Ledger, str, Any], Any]]] = [
 ]  # fmt: skip
 
 
-def _fresh() -> tuple[Ledger, str]:
-    led = deterministic_ledger()
-    sid = led.start_session(model="m", system_prompt="s", tools=[TOOL])
-    led.append_messages(
-        sid,
-        [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [CALL]},
-            {"role": "tool", "tool_call_id": "c1", "content": "out"},
-        ],
-    )
-    return led, sid
-
-
 @given(st.sampled_from(_CALLS), _hostile())
 def test_a_hostile_value_is_quoted_short_and_plain_and_nothing_is_appended(
     case: tuple[str, Callable[[Ledger, str, Any], Any]], value: Any
 ) -> None:
     name, call = case
-    led, sid = _fresh()
+    led, sid = ledger_with_one_call()
     try:
         before = [(r.seq, r.event.event_id) for r in led.store.read_all()]
         try:
@@ -223,7 +207,7 @@ def test_a_path_holding_control_bytes_is_shown_escaped(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("ref", [None, 5, ["s"], b"ses"], ids=["None", "int", "list", "bytes"])
 def test_diff_of_a_reference_that_is_no_text_is_refused(ref: Any) -> None:
-    led, sid = _fresh()
+    led, sid = ledger_with_one_call()
     try:
         before = led.store.last_seq()
         with pytest.raises(InvalidInput, match=r"a reference is (text|required)"):
@@ -331,7 +315,7 @@ def test_a_store_option_out_of_range_or_of_the_wrong_type_is_refused(
 
 
 def test_compact_and_whatif_refuse_a_config_that_is_no_compression_config() -> None:
-    led, sid = _fresh()
+    led, sid = ledger_with_one_call()
     try:
         before = led.store.last_seq()
         with pytest.raises(InvalidConfig, match="config must be a CompressionConfig"):

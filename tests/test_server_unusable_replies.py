@@ -181,19 +181,22 @@ async def test_a_client_that_keeps_an_empty_reply_sends_it_back(tmp_path: Path) 
         assert sum(isinstance(e, SessionStarted) for e in _events(r)) == 1
 
 
+async def _ask_anthropic_twice(client: Any, stream: bool) -> None:
+    """The same Anthropic request twice, streamed or not (the first reply is unusable)."""
+    for _ in range(2):
+        if stream:
+            async with client.messages.stream(model="claude-x", max_tokens=50, messages=[ASK]) as s:
+                await s.get_final_message()
+        else:
+            await client.messages.create(model="claude-x", max_tokens=50, messages=[ASK])
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_empty_anthropic_reply_is_not_recorded(tmp_path: Path, stream: bool) -> None:
     async with rig(tmp_path, api="anthropic") as r:
         r.upstream.queue(Say(""), Say("Real."))
         client = r.anthropic(**{"X-Ctxledger-Session": "empty"})
-        for _ in range(2):
-            if stream:
-                async with client.messages.stream(
-                    model="claude-x", max_tokens=50, messages=[ASK]
-                ) as s:
-                    await s.get_final_message()
-            else:
-                await client.messages.create(model="claude-x", max_tokens=50, messages=[ASK])
+        await _ask_anthropic_twice(client, stream)
         assert _said(r) == [["user", []], ["assistant", []]]
         said = [e.message for e in _events(r) if isinstance(e, MessageAppended)]
         assert "Real." in str(said[-1])
@@ -237,14 +240,7 @@ async def test_an_anthropic_tool_use_cut_by_max_tokens_is_not_recorded(
             _anthropic("tool_use", '{"a": 1}', stream=stream),
         )
         client = r.anthropic(**{"X-Ctxledger-Session": "cut"})
-        for _ in range(2):  # the cut reply, then the same request again
-            if stream:
-                async with client.messages.stream(
-                    model="claude-x", max_tokens=50, messages=[ASK]
-                ) as s:
-                    await s.get_final_message()
-            else:
-                await client.messages.create(model="claude-x", max_tokens=50, messages=[ASK])
+        await _ask_anthropic_twice(client, stream)  # the cut reply, then the same again
         assert _said(r) == [["user", []], ["assistant", ["tu_1"]]]
         assert sum(isinstance(e, UsageReported) for e in _events(r)) == 2
         last = [e.message for e in _events(r) if isinstance(e, MessageAppended)][-1]

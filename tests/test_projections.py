@@ -14,7 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.demo.synth import SessionSynth
-from ctxledger.events import MessageAppended
+from ctxledger.events import MessageAppended, ReplyWithdrawn
+from ctxledger.eventstore.base import AppendRequest
 from ctxledger.projections import Projector
 
 
@@ -86,6 +87,18 @@ class LedgerMachine(RuleBasedStateMachine):
         ids = self.ledger.transcript.live_ids(sid)
         if ids:
             self.ledger.pin(sid, ids[0])
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(pick=st.integers(0, 10), last=st.integers(1, 2))
+    def withdraw_last(self, pick: int, last: int) -> None:
+        """The proxy's withdrawal of a reply the client went on without (its last messages)."""
+        live = self._live()
+        sid = live[pick % len(live)]
+        ids = self.ledger.transcript.live_ids(sid)[-last:]
+        if ids:
+            event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
+            self.ledger.append([AppendRequest(sid, [event], self.ledger.version(sid))])
+            assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
 
     @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), window=st.integers(8_000, 64_000))

@@ -25,6 +25,7 @@ from ctxledger.events import (
     MessagePinned,
     ModelSwitched,
     Recorded,
+    ReplyWithdrawn,
     SessionStarted,
     SessionSwitched,
     SummaryGenerated,
@@ -370,6 +371,9 @@ class _Reader:
             self.steps.append(SystemStep(text=e.text, role=e.role, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
             self._usage(rec, e)
+        elif isinstance(e, ReplyWithdrawn):
+            shown = ", ".join(e.message_ids)
+            self.notes.append(f"the withdrawal of {shown} was not replayed (the replay keeps it)")
 
     def _switched(self, e: SessionSwitched) -> None:
         if e.reason == "revert":

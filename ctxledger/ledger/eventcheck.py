@@ -24,6 +24,7 @@ from ctxledger.errors import InvalidInput, UnknownMessage, UnknownSession
 from ctxledger.events import (
     MessageAppended,
     MessagePinned,
+    ReplyWithdrawn,
     SessionStarted,
     SessionSwitched,
     ToolOutputPersisted,
@@ -132,9 +133,14 @@ def check_references(
         batch = incoming.get(request.stream, set())
         batch = batch | {e.message_id for e in events if isinstance(e, MessageAppended)}
         for e in events:
-            if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
+            if isinstance(e, ReplyWithdrawn):  # (only what the session shows can leave it)
+                named = e.message_ids
+            elif isinstance(e, ToolOutputPersisted | MessagePinned):
+                named = [] if e.message_id in batch else [e.message_id]
+            else:
                 continue
-            if view is None or e.message_id not in view.live:
-                raise UnknownMessage(
-                    f"message {shown(e.message_id)} is not in the live view of {shown(request.stream)}"
-                )
+            for mid in named:
+                if view is None or mid not in view.live:
+                    raise UnknownMessage(
+                        f"message {shown(mid)} is not in the live view of {shown(request.stream)}"
+                    )

@@ -1,0 +1,89 @@
+"""``ReplyWithdrawn``: a reply the client went on without leaves the live view, in the
+append of the messages the client sent instead; the original stays in the log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ctxledger.analysis.history import history
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.errors import UnknownMessage
+from ctxledger.events import ReplyWithdrawn
+from ctxledger.ledger.facade import Ledger
+from ctxledger.projections import Projector
+from ctxledger.runtime.service import ContextService
+from ctxledger.server.history import HistoryIndex
+
+pytestmark = pytest.mark.anyio
+
+CONFIG = CompressionConfig(threshold_floor_tokens=0)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def svc(tmp_path: Path) -> AsyncIterator[ContextService]:
+    ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds(), config=CONFIG)
+    async with ContextService(ledger, config=CONFIG) as service:
+        yield service
+
+
+async def _asked_and_half_answered(svc: ContextService) -> tuple[str, str]:
+    sid = await svc.start_session(model="gpt-4.1", context_length=128_000, system_prompt="Hi.")
+    await svc.append(sid, [{"role": "user", "content": "Plan?"}])
+    result = await svc.append(sid, [{"role": "assistant", "content": "The plan has"}])
+    return sid, result.message_ids[0]
+
+
+async def test_a_withdrawn_reply_leaves_the_view_and_stays_in_the_log(
+    svc: ContextService,
+) -> None:
+    sid, half = await _asked_and_half_answered(svc)
+    index = HistoryIndex(svc.ledger)
+    assert len(index.session_messages(sid)) == 2  # (cached, then read again below)
+    tokens = svc.ledger.transcript.total_tokens(sid)
+    await svc.append(
+        sid, [{"role": "user", "content": "Again?"}, {"role": "user", "content": "Hm?"}],
+        withdraw=[half],
+    )  # fmt: skip
+    view = svc.api_messages(sid)
+    assert [m["content"] for m in view] == ["Hi.", "Plan?", "Again?", "Hm?"]
+    assert svc.ledger.transcript.original(half)["content"] == "The plan has"
+    assert [m["content"] for m in index.session_messages(sid)] == ["Plan?", "Again?", "Hm?"]
+    transcript = svc.ledger.transcript  # the reply's tokens left the view's count too
+    assert transcript.total_tokens(sid) == sum(transcript.api_tokens(sid)) < tokens + 99
+    fresh = Projector.rebuild(svc.ledger.store, use_checkpoint=False)
+    assert fresh.fingerprint() == svc.ledger.projector.fingerprint()
+    assert svc.ledger.verify().ok
+    withdrawn = [
+        r.event for r in svc.ledger.store.read_all() if isinstance(r.event, ReplyWithdrawn)
+    ]
+    assert [w.message_ids for w in withdrawn] == [[half]]
+    notes = history(svc.ledger, sid).notes
+    assert any(half in note and "not replayed" in note for note in notes)
+
+
+@pytest.mark.parametrize("which", ["unknown", "not live", "another session's"])
+async def test_withdrawing_what_the_view_does_not_show_appends_nothing(
+    svc: ContextService, which: str
+) -> None:
+    sid, half = await _asked_and_half_answered(svc)
+    other = await svc.start_session(model="gpt-4.1", context_length=128_000)
+    await svc.append(other, [{"role": "user", "content": "Elsewhere."}])
+    target = sid
+    if which == "not live":
+        await svc.append(sid, [{"role": "user", "content": "On."}], withdraw=[half])
+    elif which == "another session's":
+        target = other
+    name = "msg_nobody" if which == "unknown" else half
+    before = svc.ledger.store.last_seq()
+    with pytest.raises(UnknownMessage, match="not in the live view"):
+        await svc.append(target, [{"role": "user", "content": "Next."}], withdraw=[name])
+    assert svc.ledger.store.last_seq() == before

@@ -39,6 +39,12 @@ from ctxledger.projections.transcript import load_bodies
 
 Key = tuple[Any, ...]
 
+#: the extra key of a recorded reply the client may go on without (a Responses answer
+#: left ``incomplete``: the Agents SDK fails its run on one), holding why; stored, never
+#: a client's to set. A next request holding the history before it and new messages
+#: after it withdraws it (:meth:`HistoryIndex.superseded`) instead of branching.
+PROVISIONAL = "ctxledger_provisional"
+
 
 def _part_key(part: Any) -> Any:
     if isinstance(part, Mapping):
@@ -287,6 +293,15 @@ def stable_key(system_prompt: str | None, messages: Sequence[Mapping[str, Any]])
 
 
 @dataclass(frozen=True)
+class Superseded:
+    """A line whose last reply, provisional, the client went on without."""
+
+    session_id: str  # the tip, whose live view ends with the reply
+    suffix_start: int  # index in the client's list where its new messages begin
+    withdrawn: list[str]  # the reply's message ids
+
+
+@dataclass(frozen=True)
 class Match:
     """Where a request lands: the line's tip and the messages it adds (or a branch to make)."""
 
@@ -301,14 +316,15 @@ class HistoryIndex:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        #: session id -> (live messages examined, the messages appended to it, as appended)
-        self._appended: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
+        #: session id -> (live messages examined, the messages appended to it, as appended,
+        #: the last id examined: a view that lost its last messages is read again)
+        self._appended: dict[str, tuple[int, list[Mapping[str, Any]], str | None]] = {}
 
     def session_messages(self, session_id: str) -> list[Mapping[str, Any]]:
         """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
         live = self.ledger.transcript.session(session_id).live
-        seen, appended = self._appended.get(session_id) or (0, [])
-        if seen > len(live):
+        seen, appended, last = self._appended.get(session_id) or (0, [], None)
+        if seen > len(live) or (seen and live[seen - 1] != last):  # (a reply withdrawn)
             seen, appended = 0, []
         messages = self.ledger.transcript.state.messages
         own = [
@@ -320,7 +336,7 @@ class HistoryIndex:
         ]
         load_bodies(own)  # bodies a rebuild left in the log: one batch
         appended.extend(stored.message for stored in own)
-        self._appended[session_id] = (len(live), appended)
+        self._appended[session_id] = (len(live), appended, live[-1] if live else None)
         return appended
 
     def line_messages(self, line_root: str) -> list[Mapping[str, Any]]:
@@ -379,6 +395,46 @@ class HistoryIndex:
             common=max(closest[0], 0),
         )
 
+    def superseded(
+        self, family_root: str, client: Sequence[Any], system_prompt: str | None
+    ) -> Superseded | None:
+        """The line (the longest, if several) whose recorded history ends with a
+        provisional reply (:data:`PROVISIONAL`) still last in its tip's live view, when the
+        client's list holds the history before that reply and more after it, else None."""
+        best: Superseded | None = None
+        renames = self.ledger.transcript.state.call_renames
+        for line in self.lines(family_root):
+            if self.ledger.transcript.session(line).system_prompt != system_prompt:
+                continue
+            recorded = self.line_messages(line)
+            start = len(recorded)
+            while start and recorded[start - 1].get(PROVISIONAL) is not None:
+                start -= 1
+            if start == len(recorded) or len(client) <= start:
+                continue
+            if best is not None and start <= best.suffix_start:
+                continue
+            if self.common_prefix(recorded[:start], client, renames) != start:
+                continue
+            tip = self.ledger.tip(line)
+            ids = self._last_live(tip, recorded[start:])
+            if ids is not None:
+                best = Superseded(session_id=tip, suffix_start=start, withdrawn=ids)
+        return best
+
+    def _last_live(self, tip: str, reply: Sequence[Mapping[str, Any]]) -> list[str] | None:
+        """The ids of `reply`'s messages when they end the tip's live view, else None."""
+        live = self.ledger.transcript.session(tip).live
+        if len(live) < len(reply):
+            return None
+        ids = live[len(live) - len(reply) :]
+        stored = self.ledger.transcript.state.messages
+        same = all(
+            (m := stored.get(mid)) is not None and m.message == want
+            for mid, want in zip(ids, reply, strict=True)
+        )
+        return ids if same else None
+
     def answered(
         self, family_root: str, client: Sequence[Any], system_prompt: str | None
     ) -> str | None:
@@ -403,9 +459,11 @@ class HistoryIndex:
 
 
 __all__ = [
+    "PROVISIONAL",
     "HistoryIndex",
     "Key",
     "Match",
+    "Superseded",
     "content_key",
     "message_key",
     "same_message",

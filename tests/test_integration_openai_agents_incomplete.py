@@ -17,8 +17,15 @@ import pytest
 from helpers.frameworks import require
 
 require("agents", "agents")
-from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool
-from agents.exceptions import ModelBehaviorError
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    SQLiteSession,
+    function_tool,
+)
+from agents.exceptions import ModelBehaviorError, ModelRefusalError
 from helpers.fake_upstream import Raw, Say
 from helpers.server_rig import Rig, rig
 
@@ -237,3 +244,70 @@ async def test_a_client_may_not_mark_its_own_message_provisional(tmp_path: Path)
         recorded = [e.message for e in events if isinstance(e, MessageAppended)]
         assert recorded[1] == {"role": "assistant", "content": "mine"}
         assert [s.reason for s in events if isinstance(s, SessionStarted)] == ["new", "branch"]
+
+
+def _refusal(face: str) -> Raw:
+    said = "I can't help with that."
+    if face == "chat":
+        message = {"role": "assistant", "content": None, "refusal": said}
+        body: dict[str, Any] = {"id": "c1", "object": "chat.completion", "created": 1}
+        body |= {"model": "gpt-4.1", "choices": [{"index": 0, "message": message}]}
+        body["choices"][0]["finish_reason"] = "stop"
+        body["usage"] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        return Raw((json.dumps(body).encode(),))
+    response = _incomplete("text") | {"id": "resp_no", "status": "completed"}
+    response["incomplete_details"] = None
+    part = {"type": "refusal", "refusal": said}
+    response["output"] = [
+        {"id": "msg_no", "type": "message", "role": "assistant", "status": "completed"}
+        | {"content": [part]}
+    ]
+    return Raw((json.dumps(response).encode(),))
+
+
+@pytest.mark.parametrize("face", ["chat", "responses"])
+async def test_the_sdks_next_run_withdraws_a_refusal(tmp_path: Path, face: str) -> None:
+    """The SDK fails its run on a refusal too (``ModelRefusalError``) and keeps the ask
+    only; a refusal is recorded provisional, so the next run goes on (session 42 left
+    this branching)."""
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_refusal(face), Say("Here it is."))
+        client = r.openai(**{"X-Ctxledger-Session": "no"})
+        model: Any = (
+            OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client)
+            if face == "chat"
+            else OpenAIResponsesModel(model="gpt-4.1", openai_client=client)
+        )
+        agent = Agent(name="a", instructions="Be brief.", model=model)
+        session = SQLiteSession("s")
+        with pytest.raises(ModelRefusalError):
+            await Runner.run(agent, "Tell me.", session=session)
+        assert (await Runner.run(agent, "Please?", session=session)).final_output == "Here it is."
+        events = _events_of(r)
+        assert sum(isinstance(e, SessionStarted) for e in events) == 1  # no branch
+        refused = [
+            e for e in events if isinstance(e, MessageAppended) and e.message.get(PROVISIONAL)
+        ]
+        assert [e.message[PROVISIONAL] for e in refused] == ["refusal"]
+        withdrawn = [e for e in events if isinstance(e, ReplyWithdrawn)]
+        assert [w.message_ids for w in withdrawn] == [[refused[0].message_id]]
+        live = r.service.ledger.transcript.live_messages("no")
+        assert [m["role"] for m in live] == ["user", "user", "assistant"]
+        assert r.service.ledger.verify().ok
+
+
+async def test_a_chat_client_that_keeps_a_refusal_goes_on_from_it(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_refusal("chat"), Say("Fine."))
+        client = r.openai(**{"X-Ctxledger-Session": "kept-no"})
+        ask = {"role": "user", "content": "Tell me."}
+        first = await client.chat.completions.create(model="gpt-4.1", messages=[ask])  # type: ignore[list-item]
+        kept = first.choices[0].message.model_dump(exclude_none=True)
+        more = {"role": "user", "content": "Something else, then."}
+        await client.chat.completions.create(model="gpt-4.1", messages=[ask, kept, more])  # type: ignore[list-item]
+        events = _events_of(r)
+        assert not any(isinstance(e, ReplyWithdrawn) for e in events)
+        assert sum(isinstance(e, SessionStarted) for e in events) == 1
+        live = r.service.ledger.transcript.live_messages("kept-no")
+        assert [m["role"] for m in live] == ["user", "assistant", "user", "assistant"]
+        assert live[1]["refusal"] == "I can't help with that."

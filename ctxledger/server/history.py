@@ -116,6 +116,18 @@ def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
     return content, refusal
 
 
+def mark_refusals(replies: Sequence[dict[str, Any]]) -> None:
+    """Mark each reply message that refuses (a ``refusal``, or a refusal part) and asks
+    for nothing :data:`PROVISIONAL`: the Agents SDK fails its run on a refusal and goes
+    on without it, while a chat client that keeps it sends it back."""
+    for message in replies:
+        if message.get("tool_calls") or PROVISIONAL in message:
+            continue
+        refusal = _content_and_refusal(message)[1]
+        if refusal is not None and message.get("role") == "assistant":
+            message[PROVISIONAL] = "refusal"
+
+
 def same_message(
     recorded: Mapping[str, Any], client: Any, renames: Mapping[str, str] | None = None
 ) -> bool:
@@ -465,6 +477,7 @@ __all__ = [
     "Match",
     "Superseded",
     "content_key",
+    "mark_refusals",
     "message_key",
     "same_message",
     "stable_key",

@@ -57,7 +57,7 @@ from ctxledger.server.clientgone import cancel_on_disconnect, while_connected
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
-from ctxledger.server.history import PROVISIONAL, Match
+from ctxledger.server.history import PROVISIONAL, Match, mark_refusals
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
@@ -303,6 +303,7 @@ class Turn:
             why = "cut inside its tool calls" if cut else "empty"
             log.info("session %s: a reply %s is not recorded", self.session_id, why)
         elif replies:
+            mark_refusals(replies)
             try:
                 self.session_id = (await self.svc.append(self.session_id, replies)).session_id
             except CtxLedgerError as exc:

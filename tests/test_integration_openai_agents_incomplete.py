@@ -130,7 +130,9 @@ async def test_the_sdks_next_run_withdraws_the_incomplete_reply(
         half = [e for e in appended if e.message.get(PROVISIONAL) == "max_output_tokens"]
         assert len(half) == 1 and HALF in str(half[0].message)  # the original, in the log
         withdrawn = [e for e in events if isinstance(e, ReplyWithdrawn)]
-        assert [w.message_ids for w in withdrawn] == [[half[0].message_id]]
+        assert [(w.message_ids, w.reason) for w in withdrawn] == [
+            ([half[0].message_id], "max_output_tokens")
+        ]
         assert sum(isinstance(e, UsageReported) for e in events) == 2  # the incomplete one's too
 
         # the session is the SDK's: ask, ask, answer; the model was sent the same
@@ -285,12 +287,13 @@ async def test_the_sdks_next_run_withdraws_a_refusal(tmp_path: Path, face: str) 
         assert (await Runner.run(agent, "Please?", session=session)).final_output == "Here it is."
         events = _events_of(r)
         assert sum(isinstance(e, SessionStarted) for e in events) == 1  # no branch
-        refused = [
-            e for e in events if isinstance(e, MessageAppended) and e.message.get(PROVISIONAL)
-        ]
-        assert [e.message[PROVISIONAL] for e in refused] == ["refusal"]
+        said = [e for e in events if isinstance(e, MessageAppended)]
+        refused = [e for e in said if "help with that" in json.dumps(e.message)]
+        assert len(refused) == 1 and PROVISIONAL not in refused[0].message  # stored as it came
         withdrawn = [e for e in events if isinstance(e, ReplyWithdrawn)]
-        assert [w.message_ids for w in withdrawn] == [[refused[0].message_id]]
+        assert [(w.message_ids, w.reason) for w in withdrawn] == [
+            ([refused[0].message_id], "refusal")
+        ]
         live = r.service.ledger.transcript.live_messages("no")
         assert [m["role"] for m in live] == ["user", "user", "assistant"]
         assert r.service.ledger.verify().ok

@@ -274,6 +274,7 @@ class ServiceCore:
         ids: Callable[[], IdGenerator] | None = None,
         system_role: str | None = None,
         withdraw: Sequence[str] = (),
+        withdraw_reason: str = "incomplete",
     ) -> TurnResult:
         """Append messages to the session's tip, all or nothing; oversized tool outputs are
         stored out of the context in the same atomic append (HERMES_SPEC §6).
@@ -286,7 +287,8 @@ class ServiceCore:
         `system_role` (``system`` or ``developer``): the session's prompt is recorded in
         that role in the same append when it holds it in the other (None: as held).
         `withdraw`: ids of a reply ending the tip's live view that the caller went on
-        without (the proxy's provisional replies): a ``ReplyWithdrawn`` in the same append.
+        without (the proxy's provisional replies): a ``ReplyWithdrawn`` in the same append,
+        saying `withdraw_reason`.
         """
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
@@ -296,7 +298,7 @@ class ServiceCore:
             sid, (message_ids, planned, repairs) = self._on_tip(
                 session_id,
                 lambda tip: self._with_ids(
-                    ids, lambda: self._append_to(tip, batch, role, withdraw)
+                    ids, lambda: self._append_to(tip, batch, role, (withdraw, withdraw_reason))
                 ),
             )
         else:
@@ -312,7 +314,7 @@ class ServiceCore:
                 )
             # the store re-checks the version the projection read (== expected) atomically
             message_ids, planned, repairs = self._with_ids(
-                ids, lambda: self._append_to(sid, batch, role, withdraw)
+                ids, lambda: self._append_to(sid, batch, role, (withdraw, withdraw_reason))
             )
         notices = append_notices([(p.tool_call_id, p.chars, p.ref) for p in planned], repairs)
         return TurnResult(session_id=sid, message_ids=message_ids, notices=notices)
@@ -330,7 +332,11 @@ class ServiceCore:
             self.ledger.ids = kept
 
     def _append_to(
-        self, sid: str, batch: list[Any], role: str | None = None, withdraw: Sequence[str] = ()
+        self,
+        sid: str,
+        batch: list[Any],
+        role: str | None = None,
+        withdraw: tuple[Sequence[str], str] = ((), ""),
     ) -> tuple[list[str], list[PlannedOutput], list[CallIdRepair]]:
         """Check against the session's calls (re-used tool-call ids are repaired, as every
         entry point does), plan the tool-output budget, append atomically (with the
@@ -340,9 +346,11 @@ class ServiceCore:
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
         extra: list[Event] = [*role_change(self.ledger, sid, role)]
-        if withdraw:
+        if withdraw[0]:  # (ids, reason)
             fields = self.ledger.event_fields(sid)
-            extra.append(ReplyWithdrawn(**fields, message_ids=list(withdraw)))
+            extra.append(
+                ReplyWithdrawn(**fields, message_ids=list(withdraw[0]), reason=withdraw[1])
+            )
         ids = self._append_planned(sid, validated, planned, blobs, repairs, extra)
         return ids, planned, repairs
 

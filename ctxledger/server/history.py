@@ -40,8 +40,8 @@ from ctxledger.projections.transcript import load_bodies
 Key = tuple[Any, ...]
 
 #: the extra key of a recorded reply the client may go on without (a Responses answer
-#: left ``incomplete``: the Agents SDK fails its run on one), holding why; stored, never
-#: a client's to set. A next request holding the history before it and new messages
+#: left ``incomplete``: the Agents SDK fails its run on one), holding why; stored (never
+#: sent: the Responses face rebuilds items from their stubs), never a client's to set. A next request holding the history before it and new messages
 #: after it withdraws it (:meth:`HistoryIndex.superseded`) instead of branching.
 PROVISIONAL = "ctxledger_provisional"
 
@@ -116,16 +116,18 @@ def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
     return content, refusal
 
 
-def mark_refusals(replies: Sequence[dict[str, Any]]) -> None:
-    """Mark each reply message that refuses (a ``refusal``, or a refusal part) and asks
-    for nothing :data:`PROVISIONAL`: the Agents SDK fails its run on a refusal and goes
-    on without it, while a chat client that keeps it sends it back."""
-    for message in replies:
-        if message.get("tool_calls") or PROVISIONAL in message:
-            continue
-        refusal = _content_and_refusal(message)[1]
-        if refusal is not None and message.get("role") == "assistant":
-            message[PROVISIONAL] = "refusal"
+def provisional(message: Mapping[str, Any]) -> str | None:
+    """Why a recorded reply is one a client may go on without, else None: its
+    :data:`PROVISIONAL` mark (a Responses answer left ``incomplete``), or ``refusal`` for
+    an assistant message that refuses and asks for nothing (the Agents SDK fails its run
+    on a refusal; a chat client that keeps one sends it back). A refusal is told from the
+    message itself, which is stored as it came."""
+    mark = message.get(PROVISIONAL)
+    if mark is not None:
+        return str(mark)
+    if message.get("role") != "assistant" or message.get("tool_calls"):
+        return None
+    return "refusal" if _content_and_refusal(message)[1] is not None else None
 
 
 def same_message(
@@ -311,6 +313,7 @@ class Superseded:
     session_id: str  # the tip, whose live view ends with the reply
     suffix_start: int  # index in the client's list where its new messages begin
     withdrawn: list[str]  # the reply's message ids
+    reason: str = "incomplete"  # why it was provisional (:func:`provisional`)
 
 
 @dataclass(frozen=True)
@@ -420,7 +423,7 @@ class HistoryIndex:
                 continue
             recorded = self.line_messages(line)
             start = len(recorded)
-            while start and recorded[start - 1].get(PROVISIONAL) is not None:
+            while start and provisional(recorded[start - 1]) is not None:
                 start -= 1
             if start == len(recorded) or len(client) <= start:
                 continue
@@ -431,7 +434,8 @@ class HistoryIndex:
             tip = self.ledger.tip(line)
             ids = self._last_live(tip, recorded[start:])
             if ids is not None:
-                best = Superseded(session_id=tip, suffix_start=start, withdrawn=ids)
+                why = provisional(recorded[start]) or "incomplete"
+                best = Superseded(session_id=tip, suffix_start=start, withdrawn=ids, reason=why)
         return best
 
     def _last_live(self, tip: str, reply: Sequence[Mapping[str, Any]]) -> list[str] | None:
@@ -477,8 +481,8 @@ __all__ = [
     "Match",
     "Superseded",
     "content_key",
-    "mark_refusals",
     "message_key",
+    "provisional",
     "same_message",
     "stable_key",
     "strip_cache_markers",

@@ -57,7 +57,7 @@ from ctxledger.server.clientgone import cancel_on_disconnect, while_connected
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
-from ctxledger.server.history import PROVISIONAL, Match, mark_refusals
+from ctxledger.server.history import PROVISIONAL, Match
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
@@ -121,6 +121,7 @@ class Turn:
         self.session_id = ""
         self.notices: list[str] = []
         self.repeat = False  # the ledger already answered this exact history: record nothing
+        self.withdraw_reason = "incomplete"  # why a reply the client dropped was provisional
 
     async def record_request(self, family: str, context_length: int) -> None:
         """Append the new suffix (or start the session / a branch), then preflight."""
@@ -160,7 +161,12 @@ class Turn:
                 # when the line holds it in the other (``role_change``); none sent: as held
                 role = self.turn.system_role if system_prompt is not None else None
         if suffix or role:  # the role with the suffix: a refused suffix records neither
-            sid = (await svc.append(sid, suffix, system_role=role, withdraw=withdraw)).session_id
+            why = self.withdraw_reason
+            sid = (
+                await svc.append(
+                    sid, suffix, system_role=role, withdraw=withdraw, withdraw_reason=why
+                )
+            ).session_id
         result = await svc.preflight(sid)
         self.session_id = result.session_id
         self.notices += result.notices
@@ -174,6 +180,7 @@ class Turn:
         gone = self.state.history.superseded(family, client, system_prompt)
         if gone is not None:
             self.notices.append(f"the client went on without reply {', '.join(gone.withdrawn)}")
+            self.withdraw_reason = gone.reason
             return gone.session_id, client[gone.suffix_start :], gone.withdrawn
         check_new_batch(client)
         turn, parent = self.turn, self.state.ledger.transcript.session(match.session_id)
@@ -303,7 +310,6 @@ class Turn:
             why = "cut inside its tool calls" if cut else "empty"
             log.info("session %s: a reply %s is not recorded", self.session_id, why)
         elif replies:
-            mark_refusals(replies)
             try:
                 self.session_id = (await self.svc.append(self.session_id, replies)).session_id
             except CtxLedgerError as exc:

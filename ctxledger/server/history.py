@@ -116,6 +116,12 @@ def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
     return content, refusal
 
 
+def _replaces(message: Any) -> bool:
+    """Whether the client puts a reply of its own where the provisional one was (another
+    choice, an edit): that is an edited history, a branch, not a reply gone without."""
+    return not isinstance(message, Mapping) or message.get("role") == "assistant"
+
+
 def provisional(message: Mapping[str, Any]) -> str | None:
     """Why a recorded reply is one a client may go on without, else None: its
     :data:`PROVISIONAL` mark (a Responses answer left ``incomplete``), or ``refusal`` for
@@ -414,8 +420,9 @@ class HistoryIndex:
         self, family_root: str, client: Sequence[Any], system_prompt: str | None
     ) -> Superseded | None:
         """The line (the longest, if several) whose recorded history ends with a
-        provisional reply (:data:`PROVISIONAL`) still last in its tip's live view, when the
-        client's list holds the history before that reply and more after it, else None."""
+        provisional reply (:func:`provisional`) still last in its tip's live view, when the
+        client's list holds the history before that reply and more after it (not a reply
+        of its own in its place), else None."""
         best: Superseded | None = None
         renames = self.ledger.transcript.state.call_renames
         for line in self.lines(family_root):
@@ -425,7 +432,7 @@ class HistoryIndex:
             start = len(recorded)
             while start and provisional(recorded[start - 1]) is not None:
                 start -= 1
-            if start == len(recorded) or len(client) <= start:
+            if start == len(recorded) or len(client) <= start or _replaces(client[start]):
                 continue
             if best is not None and start <= best.suffix_start:
                 continue

@@ -90,9 +90,12 @@ def prepare(
 ) -> Prepared:
     """Plan the compaction (pure) and build the summarizer's request."""
     counts = token_counts(inp, config)
-    pinned = [
-        i for i, mid in enumerate(inp.message_ids) if mid is not None and mid in inp.pinned_ids
-    ]
+    wanted = set(inp.pinned_ids)
+    pinned = (
+        [i for i, mid in enumerate(inp.message_ids) if mid is not None and mid in wanted]
+        if wanted
+        else []
+    )
     the_plan = plan(
         inp.messages,
         config,

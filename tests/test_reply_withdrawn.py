@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from ctxledger.analysis import conversation
+from ctxledger.analysis.conversation import conversation_scopes
 from ctxledger.analysis.history import history
+from ctxledger.analysis.recall import recall
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.errors import UnknownMessage
+from ctxledger.errors import InvalidMessage, UnknownMessage
 from ctxledger.events import ReplyWithdrawn
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
@@ -87,3 +90,63 @@ async def test_withdrawing_what_the_view_does_not_show_appends_nothing(
     with pytest.raises(UnknownMessage, match="not in the live view"):
         await svc.append(target, [{"role": "user", "content": "Next."}], withdraw=[name])
     assert svc.ledger.store.last_seq() == before
+
+
+# --- caches keyed on a view's length: a withdrawal, then as many appends --------------
+
+
+def _call(cid: str) -> dict[str, object]:
+    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+async def test_the_call_cache_forgets_a_withdrawn_call_in_a_long_process(
+    svc: ContextService,
+) -> None:
+    """Withdraw one, append one: the view's length is as before. The cached calls caught
+    up on the new message only and kept the withdrawn call, so a result for it was
+    accepted here while a fresh process refused it."""
+    sid = await svc.start_session(model="gpt-4.1", context_length=128_000)
+    await svc.append(sid, [{"role": "user", "content": "Plan?"}])
+    reply = await svc.append(sid, [{"role": "assistant", "content": None, "tool_calls": [_call("call_x")]}])  # fmt: skip
+    assert svc.ledger.call_ledger(sid).issued == {"call_x"}  # (cached)
+    await svc.append(sid, [{"role": "user", "content": "Again"}], withdraw=reply.message_ids)
+    assert svc.ledger.call_ledger(sid).issued == set()
+    before = svc.ledger.store.last_seq()
+    with pytest.raises(InvalidMessage, match="call_x"):
+        await svc.append(sid, [{"role": "tool", "tool_call_id": "call_x", "content": "r"}])
+    assert svc.ledger.store.last_seq() == before
+
+
+async def test_recall_marks_a_withdrawn_reply_not_live_in_a_long_process(
+    svc: ContextService, tmp_path: Path
+) -> None:
+    sid = await svc.start_session(model="gpt-4.1", context_length=128_000)
+    await svc.append(sid, [{"role": "user", "content": "Plan zebra?"}])
+    reply = await svc.append(sid, [{"role": "assistant", "content": "The zebra plan has"}])
+    assert all(h.live for h in recall(svc.ledger, sid, "zebra").hits)  # (cached)
+    await svc.append(sid, [{"role": "user", "content": "zebra again"}], withdraw=reply.message_ids)
+    flags = {h.message_id: h.live for h in recall(svc.ledger, sid, "zebra").hits}
+    assert flags[reply.message_ids[0]] is False
+    fresh = Ledger.open(tmp_path / "l.db", config=CONFIG)
+    assert {h.message_id: h.live for h in recall(fresh, sid, "zebra").hits} == flags
+
+
+async def test_a_branch_point_is_found_again_after_a_withdrawal(svc: ContextService) -> None:
+    """A branch that differed from its parent at its last message (a cached final point)
+    withdraws it and appends the parent's: the point now covers the whole copy."""
+    ledger = svc.ledger
+    root = await svc.start_session(model="gpt-4.1", context_length=128_000)
+    turns = [
+        {"role": "user", "content": "where is walrus1"},
+        {"role": "assistant", "content": "walrus1 is in crate1"},
+    ]
+    await svc.append(root, turns)
+    branch = ledger.start_session(
+        model="gpt-4.1", context_length=128_000, parent_session_id=root, reason="branch"
+    )
+    odd = await svc.append(branch, [turns[0], {"role": "assistant", "content": "no idea"}])
+    before = conversation_scopes(ledger, branch)
+    await svc.append(branch, [turns[1]], withdraw=odd.message_ids[1:])
+    after = conversation_scopes(ledger, branch)
+    conversation._POINTS.pop(ledger)
+    assert after == conversation_scopes(ledger, branch) != before

@@ -71,6 +71,7 @@ from ctxledger.projections import (
     SessionView,
     TranscriptProjection,
 )
+from ctxledger.projections.stored import grew_from
 from ctxledger.tokens import DEFAULT_ENCODING, count_messages
 from ctxledger.usage import NO_USAGE, check_usage_report, normalize_usage
 
@@ -106,7 +107,7 @@ class Ledger:
         self.ids = ids
         self.config = checked_config(config) or CompressionConfig()
         self.projector = projector or Projector.rebuild(store)
-        self._calls: dict[str, tuple[int, CallLedger]] = {}
+        self._calls: dict[str, tuple[int, str | None, CallLedger]] = {}
         # the store's change token and the projector's position at the last fold
         self._seen: tuple[object, int] | None = None
         #: whether this ledger appended anything (its close then seals the head anchor)
@@ -324,17 +325,19 @@ class Ledger:
     def call_ledger(self, session_id: str) -> CallLedger:
         """Tool calls issued and answered in the session's live view (cached).
 
-        A session's live list only ever grows (a compaction starts a new session), so
-        the cache is keyed by how many live messages it has folded and catches up on
-        the new ones: an append costs O(new messages), not a rescan of the session.
+        A session's live list grows (a compaction starts a new session), so the cache is
+        keyed by how many live messages it has folded and the last of them, and catches
+        up on the new ones: an append costs O(new messages), not a rescan of the session.
+        A withdrawn reply (:class:`~ctxledger.events.ReplyWithdrawn`) shortens the list:
+        then the view is folded again (:func:`~ctxledger.projections.stored.grew_from`).
         """
         live = self.transcript.session(session_id).live
-        n, ledger = self._calls.get(session_id) or (0, CallLedger())
-        if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
+        n, last, ledger = self._calls.get(session_id) or (0, None, CallLedger())
+        if not grew_from(live, n, last):
             n, ledger = 0, CallLedger()
         # repaired re-used ids (replacement -> original) let a late result find its call
         ledger.fold(self.transcript.messages_of(live[n:]), self.transcript.state.call_renames)
-        self._calls[session_id] = (len(live), ledger)
+        self._calls[session_id] = (len(live), live[-1] if live else None, ledger)
         return ledger
 
     def check_messages(

@@ -35,7 +35,7 @@ from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
 from ctxledger.limits import too_deep
 from ctxledger.messages import audio_reference, refusal_text
-from ctxledger.projections.transcript import load_bodies
+from ctxledger.projections.transcript import grew_from, load_bodies
 
 Key = tuple[Any, ...]
 
@@ -345,7 +345,7 @@ class HistoryIndex:
         """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
         live = self.ledger.transcript.session(session_id).live
         seen, appended, last = self._appended.get(session_id) or (0, [], None)
-        if seen > len(live) or (seen and live[seen - 1] != last):  # (a reply withdrawn)
+        if not grew_from(live, seen, last):  # (a reply withdrawn)
             seen, appended = 0, []
         messages = self.ledger.transcript.state.messages
         own = [

@@ -209,13 +209,18 @@ async def test_a_client_dropping_a_complete_reply_still_branches(tmp_path: Path)
         assert [s.reason for s in starts] == ["new", "branch"]
 
 
-async def test_a_bad_message_after_an_incomplete_reply_appends_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("kind", "call_id"), [("text", "call_nobody"), ("call", "call_whole")])
+async def test_a_bad_message_after_an_incomplete_reply_appends_nothing(
+    tmp_path: Path, kind: str, call_id: str
+) -> None:
+    """A result of no call, or of the call of the reply the client went on without (that
+    one was accepted with the withdrawal, the view holding a result without its call)."""
     async with rig(tmp_path) as r:
-        r.upstream.queue(_answer(_incomplete("text"), False))
+        r.upstream.queue(_answer(_incomplete(kind), False))
         client = r.openai(**{"X-Ctxledger-Session": "bad"})
         await client.responses.create(model="gpt-4.1", input="What is the plan?")
         before = r.last_seq()
-        bad = {"type": "function_call_output", "call_id": "call_nobody", "output": "x"}
+        bad = {"type": "function_call_output", "call_id": call_id, "output": "x"}
         answer = await r.http.post(
             "/v1/responses",
             json={
@@ -225,8 +230,8 @@ async def test_a_bad_message_after_an_incomplete_reply_appends_nothing(tmp_path:
             headers={"X-Ctxledger-Session": "bad", "Authorization": "Bearer sk-client"},
         )
         assert answer.status_code in (400, 422), answer.text
-        assert "call_nobody" in answer.text
-        assert r.last_seq() == before  # no withdrawal, no message
+        assert call_id in answer.text
+        assert r.last_seq() == before  # no withdrawal, no message, no branch
         live = r.service.ledger.transcript.live_messages("bad")
         assert [m["role"] for m in live] == ["user", "assistant"]
 

@@ -19,7 +19,7 @@ from ctxledger.events import ReplyWithdrawn
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.service import ContextService
-from ctxledger.server.history import HistoryIndex
+from ctxledger.server.history import PROVISIONAL, HistoryIndex
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +150,45 @@ async def test_a_branch_point_is_found_again_after_a_withdrawal(svc: ContextServ
     after = conversation_scopes(ledger, branch)
     conversation._POINTS.pop(ledger)
     assert after == conversation_scopes(ledger, branch) != before
+
+
+async def test_a_result_for_a_call_withdrawn_in_the_same_append_is_refused(
+    svc: ContextService,
+) -> None:
+    """The batch is checked against the view without the withdrawn reply (it was checked
+    against the view before the withdrawal: the result went in, its call gone)."""
+    sid = await svc.start_session(model="gpt-4.1", context_length=128_000)
+    await svc.append(sid, [{"role": "user", "content": "Plan?"}])
+    reply = await svc.append(sid, [{"role": "assistant", "content": None, "tool_calls": [_call("call_x")]}])  # fmt: skip
+    before = svc.ledger.store.last_seq()
+    batch = [{"role": "user", "content": "Go"}, {"role": "tool", "tool_call_id": "call_x", "content": "r"}]  # fmt: skip
+    with pytest.raises(InvalidMessage, match="call_x"):
+        await svc.append(sid, batch, withdraw=reply.message_ids)
+    assert svc.ledger.store.last_seq() == before
+    assert svc.ledger.call_ledger(sid).issued == {"call_x"}  # (the check cached nothing)
+
+
+async def test_a_provisional_reply_a_compaction_carried_is_not_withdrawn(
+    svc: ContextService,
+) -> None:
+    """The reply stays in the ended session's view, where the proxy reads the line's
+    history: withdrawn from the continuation only, the next turn would branch anyway.
+    So the proxy branches at once, as before session 43."""
+    sid = await svc.start_session(model="gpt-4.1", context_length=128_000, system_prompt="Hi.")
+    client: list[dict[str, object]] = []
+    for i in range(12):
+        text = f"Step {i}: " + " ".join(f"detail{i}_{j}" for j in range(60))
+        turn = [{"role": "user", "content": text}, {"role": "assistant", "content": "ok " + text}]
+        for message in turn:
+            await svc.append(sid, [message])
+        client += turn
+    ask = {"role": "user", "content": "What is the plan?"}
+    await svc.append(sid, [ask])
+    await svc.append(sid, [{"role": "assistant", "content": "The plan has", PROVISIONAL: "x"}])
+    index = HistoryIndex(svc.ledger)
+    nxt = {"role": "user", "content": "Say it whole."}
+    assert index.superseded(sid, [*client, ask, nxt], "Hi.") is not None  # (before)
+    await svc.compress(sid)
+    assert svc.ledger.tip(sid) != sid
+    assert svc.ledger.transcript.live_messages(svc.ledger.tip(sid))[-1].get(PROVISIONAL)
+    assert index.superseded(sid, [*client, ask, nxt], "Hi.") is None

@@ -33,6 +33,7 @@ from ctxledger.events import (
     ModelSwitched,
     NoticeIssued,
     PressureWarning,
+    ReplyWithdrawn,
     SessionReason,
     ToolCallIdsRepaired,
     UsageReported,
@@ -82,6 +83,7 @@ DECISION_EVENTS = (
     CooldownStarted,
     NoticeIssued,
     PressureWarning,
+    ReplyWithdrawn,
 )
 
 
@@ -341,17 +343,27 @@ class Ledger:
         return ledger
 
     def check_messages(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]]
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        without: Sequence[str] = (),
     ) -> tuple[list[JSON], list[CallIdRepair]]:
         """The one validation policy: repair re-used tool-call ids, then validate (pure).
 
         Returns the messages as they will be stored and the repairs made; raises
-        InvalidMessage naming the first problem that is not a re-used id.
+        InvalidMessage naming the first problem that is not a re-used id. `without`: ids
+        the same append withdraws (a ``ReplyWithdrawn``): checked against the view
+        without them, so a result for a withdrawn call is refused.
         """
         self.live_session(session_id)
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
             raise InvalidInput("messages must be a list of message objects")
         calls = self.call_ledger(session_id)
+        if without:  # (not cached: the withdrawal is folded only if the append goes in)
+            gone = set(without)
+            kept = [mid for mid in self.transcript.session(session_id).live if mid not in gone]
+            calls = CallLedger()
+            calls.fold(self.transcript.messages_of(kept), self.transcript.state.call_renames)
         repaired, repairs = repair_call_ids(list(messages), calls, lambda i, j: self.ids("call"))
         return validate_messages(repaired, calls), repairs
 
@@ -387,7 +399,9 @@ class Ledger:
         already made with :meth:`check_messages` on these messages.
         """
         view = self.live_session(session_id)
-        validated, repaired = self.check_messages(session_id, messages)
+        extra_events = listed(extra_events, "extra_events")
+        without = [m for e in extra_events if isinstance(e, ReplyWithdrawn) for m in e.message_ids]
+        validated, repaired = self.check_messages(session_id, messages, without)
         repairs = [*listed(repairs, "repairs", CallIdRepair), *repaired]
         counts = count_messages(validated, view.encoding) if validated else []
         events: list[Event] = []
@@ -410,7 +424,7 @@ class Ledger:
             )
         if repairs:
             events.append(self.repair_event(session_id, repairs, ids))
-        events.extend(listed(extra_events, "extra_events"))
+        events.extend(extra_events)
         if events:
             self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)
         return ids

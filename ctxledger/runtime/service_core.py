@@ -341,7 +341,7 @@ class ServiceCore:
         """Check against the session's calls (re-used tool-call ids are repaired, as every
         entry point does), plan the tool-output budget, append atomically (with the
         prompt's change to `role`, if any)."""
-        validated, repairs = self.ledger.check_messages(sid, batch)
+        validated, repairs = self.ledger.check_messages(sid, batch, withdraw[0])
         json_safe(validated, "messages")
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)

@@ -434,6 +434,8 @@ class HistoryIndex:
                 start -= 1
             if start == len(recorded) or len(client) <= start or _replaces(client[start]):
                 continue
+            if _answers_calls_of(client[start:], recorded[start:]):
+                continue  # (it sends back what only the reply asked for: a branch)
             if best is not None and start <= best.suffix_start:
                 continue
             if self.common_prefix(recorded[:start], client, renames) != start:
@@ -446,14 +448,20 @@ class HistoryIndex:
         return best
 
     def _last_live(self, tip: str, reply: Sequence[Mapping[str, Any]]) -> list[str] | None:
-        """The ids of `reply`'s messages when they end the tip's live view, else None."""
+        """The ids of `reply`'s messages when they end the tip's live view and were
+        appended to the tip itself, else None. A reply a compaction carried into a
+        continuation stays in the ended session's view, where the line's history is
+        read: withdrawn from the tip only, the next request would branch anyway."""
         live = self.ledger.transcript.session(tip).live
         if len(live) < len(reply):
             return None
         ids = live[len(live) - len(reply) :]
         stored = self.ledger.transcript.state.messages
         same = all(
-            (m := stored.get(mid)) is not None and m.message == want
+            (m := stored.get(mid)) is not None
+            and m.session_id == tip
+            and m.origin == "appended"
+            and m.message == want
             for mid, want in zip(ids, reply, strict=True)
         )
         return ids if same else None
@@ -479,6 +487,28 @@ class HistoryIndex:
             if last is not None and last.message == recorded[-1]:
                 return tip
         return None
+
+
+def _answers_calls_of(messages: Sequence[Any], reply: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether `messages` hold a tool result for a call one of `reply`'s messages made."""
+    calls = {
+        call.get("id")
+        for m in reply
+        for call in (m.get("tool_calls") or ())
+        if isinstance(call, Mapping)
+    }
+    calls.discard(None)
+    for m in messages:
+        if not isinstance(m, Mapping):
+            continue
+        if m.get("role") == "tool" and m.get("tool_call_id") in calls:
+            return True
+        content = m.get("content")
+        if isinstance(content, list) and any(  # (a result block in a user message)
+            isinstance(b, Mapping) and b.get("tool_use_id") in calls for b in content
+        ):
+            return True
+    return False
 
 
 __all__ = [

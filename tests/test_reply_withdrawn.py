@@ -73,7 +73,9 @@ async def test_a_withdrawn_reply_leaves_the_view_and_stays_in_the_log(
     assert any(half in note and "not replayed" in note for note in notes)
 
 
-@pytest.mark.parametrize("which", ["unknown", "not live", "another session's"])
+@pytest.mark.parametrize(
+    "which", ["unknown", "not live", "another session's", "not the end", "twice", "none"]
+)
 async def test_withdrawing_what_the_view_does_not_show_appends_nothing(
     svc: ContextService, which: str
 ) -> None:
@@ -85,10 +87,13 @@ async def test_withdrawing_what_the_view_does_not_show_appends_nothing(
         await svc.append(sid, [{"role": "user", "content": "On."}], withdraw=[half])
     elif which == "another session's":
         target = other
-    name = "msg_nobody" if which == "unknown" else half
+    named = {"unknown": ["msg_nobody"], "twice": [half, half], "none": [""]}.get(which, [half])
+    if which == "not the end":
+        await svc.append(sid, [{"role": "user", "content": "On."}])
     before = svc.ledger.store.last_seq()
-    with pytest.raises(UnknownMessage, match="not in the live view"):
-        await svc.append(target, [{"role": "user", "content": "Next."}], withdraw=[name])
+    said = "last messages" if which in ("not the end", "twice") else "not in the live view"
+    with pytest.raises(UnknownMessage, match=said):
+        await svc.append(target, [{"role": "user", "content": "Next."}], withdraw=named)
     assert svc.ledger.store.last_seq() == before
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from ctxledger.analysis import conversation
 from ctxledger.analysis.conversation import conversation_scopes
-from ctxledger.analysis.history import history
+from ctxledger.analysis.history import AppendStep, history
 from ctxledger.analysis.recall import recall
+from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import InvalidMessage, UnknownMessage
@@ -69,8 +71,10 @@ async def test_a_withdrawn_reply_leaves_the_view_and_stays_in_the_log(
         r.event for r in svc.ledger.store.read_all() if isinstance(r.event, ReplyWithdrawn)
     ]
     assert [w.message_ids for w in withdrawn] == [[half]]
-    notes = history(svc.ledger, sid).notes
-    assert any(half in note and "not replayed" in note for note in notes)
+    hist = history(svc.ledger, sid)  # the withdrawal goes with its append's first step
+    assert hist.notes == []
+    steps = [st for st in hist.steps if isinstance(st, AppendStep) and st.withdraw]
+    assert [(st.messages[0]["content"], st.withdraw) for st in steps] == [("Again?", [half])]
 
 
 @pytest.mark.parametrize(
@@ -197,3 +201,23 @@ async def test_a_provisional_reply_a_compaction_carried_is_not_withdrawn(
     assert svc.ledger.tip(sid) != sid
     assert svc.ledger.transcript.live_messages(svc.ledger.tip(sid))[-1].get(PROVISIONAL)
     assert index.superseded(sid, [*client, ask, nxt], "Hi.") is None
+
+
+@pytest.mark.parametrize("loop", ["hermes", "every_call", "per_run"])
+async def test_a_what_if_plays_the_withdrawal(svc: ContextService, loop: str) -> None:
+    """Under the recorded config a what-if reproduces the recorded prompts: it kept the
+    withdrawn reply (430 tokens sent where 30 were recorded)."""
+    sid = await svc.start_session(model="gpt-4.1", context_length=128_000, system_prompt="Hi.")
+    await svc.append(sid, [{"role": "user", "content": "Plan?"}])
+    usage = {"prompt_tokens": 20, "completion_tokens": 400, "total_tokens": 420}
+    await svc.report_usage(sid, usage, model="gpt-4.1", tool_calls=False)
+    long = "The plan has " + "many words " * 200
+    reply = await svc.append(sid, [{"role": "assistant", "content": long}])
+    await svc.append(sid, [{"role": "user", "content": "Again?"}], withdraw=reply.message_ids)
+    usage = {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35}
+    await svc.report_usage(sid, usage, model="gpt-4.1", tool_calls=False)
+    await svc.append(sid, [{"role": "assistant", "content": "Done."}])
+    report = await anyio.to_thread.run_sync(lambda: whatif(svc.ledger, sid, loop=loop))
+    assert [(t.recorded, t.whatif) for t in report.turns] == [(20, 20), (30, 30)]
+    assert report.reproduces_recorded
+    assert not any("withdrawal" in note for note in report.notes)

@@ -319,3 +319,21 @@ async def test_a_chat_client_that_keeps_a_refusal_goes_on_from_it(tmp_path: Path
         live = r.service.ledger.transcript.live_messages("kept-no")
         assert [m["role"] for m in live] == ["user", "assistant", "user", "assistant"]
         assert live[1]["refusal"] == "I can't help with that."
+
+
+async def test_chaining_from_a_withdrawn_reply_says_it_was_withdrawn(tmp_path: Path) -> None:
+    async with rig(tmp_path) as r:
+        r.upstream.queue(_answer(_incomplete("text"), False), Say("ok"))
+        client = r.openai(**{"X-Ctxledger-Session": "gone"})
+        await client.responses.create(model="gpt-4.1", input="What is the plan?")
+        ask = {"role": "user", "content": "What is the plan?"}
+        await client.responses.create(model="gpt-4.1", input=[ask, ask])  # (withdraws it)
+        before = r.last_seq()
+        answer = await r.http.post(
+            "/v1/responses",
+            json={"model": "gpt-4.1", "input": "more", "previous_response_id": "resp_half"},
+            headers={"Authorization": "Bearer sk-client"},
+        )
+        assert answer.status_code == 400, answer.text
+        assert "'resp_half' was recorded, then withdrawn" in answer.text
+        assert r.last_seq() == before

@@ -290,6 +290,14 @@ def resolve_previous(
         (i for i in range(len(recorded) - 1, -1, -1) if recorded[i].get(RESPONSE_ID) == previous),
         None,
     )
+    if stored is not None and end is None:  # (recorded, then left out of the live view)
+        raise HTTPError(
+            400,
+            "provider_state_unsupported",
+            f"previous_response_id {shown(previous)} was recorded, then withdrawn: a later "
+            "request went on without that reply (it was incomplete or a refusal), so no "
+            f"history holds it to continue from: {SEND_WHOLE_INPUT}",
+        )
     if stored is None or end is None:
         raise HTTPError(
             400,

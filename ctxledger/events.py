@@ -221,6 +221,12 @@ class MessagePinned(Event, frozen=True, kw_only=True):
     pinned: bool = True
 
 
+#: why a reply was provisional: an ``incomplete`` response (its ``incomplete_details``
+#: reason when it gave a known one), or a refusal
+WithdrawReason = Literal["incomplete", "max_output_tokens", "content_filter", "refusal"]
+WITHDRAW_REASONS: tuple[str, ...] = get_args(WithdrawReason)
+
+
 class ReplyWithdrawn(Event, frozen=True, kw_only=True):
     """The client went on without a provisional reply: its messages leave the live view.
 
@@ -231,7 +237,7 @@ class ReplyWithdrawn(Event, frozen=True, kw_only=True):
     """
 
     message_ids: list[str]
-    reason: str = "incomplete"
+    reason: WithdrawReason = "incomplete"
 
 
 # --- compaction --------------------------------------------------------------------

@@ -337,3 +337,19 @@ async def test_chaining_from_a_withdrawn_reply_says_it_was_withdrawn(tmp_path: P
         assert answer.status_code == 400, answer.text
         assert "'resp_half' was recorded, then withdrawn" in answer.text
         assert r.last_seq() == before
+
+
+async def test_an_unknown_incomplete_reason_is_recorded_as_incomplete(tmp_path: Path) -> None:
+    """The upstream's ``incomplete_details.reason`` is kept only when it is a known one."""
+    async with rig(tmp_path) as r:
+        odd = _incomplete("text")
+        odd["incomplete_details"] = {"reason": "\x1b[2Jwhatever"}
+        r.upstream.queue(_answer(odd, False), Say("ok"))
+        client = r.openai(**{"X-Ctxledger-Session": "odd"})
+        await client.responses.create(model="gpt-4.1", input="What is the plan?")
+        ask = {"role": "user", "content": "What is the plan?"}
+        await client.responses.create(model="gpt-4.1", input=[ask, ask])
+        events = _events_of(r)
+        marks = [e.message.get(PROVISIONAL) for e in events if isinstance(e, MessageAppended)]
+        assert "incomplete" in marks
+        assert [e.reason for e in events if isinstance(e, ReplyWithdrawn)] == ["incomplete"]

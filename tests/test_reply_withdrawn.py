@@ -16,8 +16,9 @@ from ctxledger.analysis.recall import recall
 from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.errors import InvalidMessage, UnknownMessage
+from ctxledger.errors import InvalidInput, InvalidMessage, UnknownMessage
 from ctxledger.events import ReplyWithdrawn
+from ctxledger.eventstore import AppendRequest
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.service import ContextService
@@ -224,3 +225,15 @@ async def test_a_what_if_plays_the_withdrawal(svc: ContextService, loop: str) ->
     assert [(t.recorded, t.whatif) for t in report.turns] == [(20, 20), (30, 30)]
     assert report.reproduces_recorded
     assert not any("withdrawal" in note for note in report.notes)
+
+
+async def test_a_withdrawal_says_a_known_reason(svc: ContextService) -> None:
+    sid, half = await _asked_and_half_answered(svc)
+    before = svc.ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match="withdraw_reason must be one of"):
+        await svc.append(sid, [{"role": "user", "content": "On."}], withdraw=[half], withdraw_reason="\x1b[2J")  # fmt: skip
+    fields = svc.ledger.event_fields(sid)
+    odd = ReplyWithdrawn(**fields, message_ids=[half], reason="because")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="wrong type or value"):
+        svc.ledger.append([AppendRequest(sid, [odd], svc.ledger.version(sid))])
+    assert svc.ledger.store.last_seq() == before

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -29,10 +29,12 @@ from ctxledger.errors import (
     UnknownBlob,
 )
 from ctxledger.events import (
+    WITHDRAW_REASONS,
     Event,
     ReplyWithdrawn,
     SessionReason,
     ToolOutputPersisted,
+    WithdrawReason,
 )
 from ctxledger.integers import shown as quoted
 from ctxledger.ledger.facade import Ledger
@@ -294,6 +296,9 @@ class ServiceCore:
             raise InvalidInput("messages must be a list of message objects")
         batch = list(messages)
         role = None if system_role is None else check_system_role(system_role)
+        if withdraw and withdraw_reason not in WITHDRAW_REASONS:
+            known = ", ".join(WITHDRAW_REASONS)
+            raise InvalidInput(f"withdraw_reason must be one of {known}")
         if expected_version is None:
             sid, (message_ids, planned, repairs) = self._on_tip(
                 session_id,
@@ -349,7 +354,11 @@ class ServiceCore:
         if withdraw[0]:  # (ids, reason)
             fields = self.ledger.event_fields(sid)
             extra.append(
-                ReplyWithdrawn(**fields, message_ids=list(withdraw[0]), reason=withdraw[1])
+                ReplyWithdrawn(  # (the reason was checked by append)
+                    **fields,
+                    message_ids=list(withdraw[0]),
+                    reason=cast(WithdrawReason, withdraw[1]),
+                )
             )
         ids = self._append_planned(sid, validated, planned, blobs, repairs, extra)
         return ids, planned, repairs

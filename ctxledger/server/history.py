@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.events import WITHDRAW_REASONS
 from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
 from ctxledger.limits import too_deep
@@ -130,7 +131,7 @@ def provisional(message: Mapping[str, Any]) -> str | None:
     message itself, which is stored as it came."""
     mark = message.get(PROVISIONAL)
     if mark is not None:
-        return str(mark)
+        return mark if mark in WITHDRAW_REASONS else "incomplete"
     if message.get("role") != "assistant" or message.get("tool_calls"):
         return None
     return "refusal" if _content_and_refusal(message)[1] is not None else None

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ctxledger.errors import InvalidInput
+from ctxledger.events import WITHDRAW_REASONS
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integers import shown
@@ -248,7 +249,7 @@ def _provisional(
     next request then withdraws it rather than branching."""
     if status == "incomplete" and reply and not reply[0].get(CUT_IN_A_CALL):
         reason = why.get("reason") if isinstance(why, Mapping) else None
-        mark = reason if isinstance(reason, str) and reason else "incomplete"
+        mark = reason if reason in WITHDRAW_REASONS else "incomplete"  # (known ones only)
         for message in reply:
             message[PROVISIONAL] = mark
     return reply

@@ -6,7 +6,8 @@ count), so an import held its whole log in memory. :meth:`StreamWriter.write` ta
 and writes :data:`~ctxledger.eventstore.streamed.CHUNK` events at a time, validated and
 encoded by ``prepare_append`` as for ``append_many``, in one explicit transaction:
 
-    BEGIN; SELECT pg_advisory_xact_lock(key); ctxledger_seal(channel)   -- once, lazily
+    BEGIN; SET LOCAL statement_timeout, idle_in_transaction_session_timeout = 0;  -- once
+      blob lock (exclusive); append lock; ctxledger_seal(channel)
     per CHUNK events of requests (or one request's first full chunk): their streams
       made when missing and looked up in one round trip, the expected versions checked,
       their new blobs (INSERT … ON CONFLICT DO NOTHING), their rows into one binary COPY
@@ -47,7 +48,7 @@ from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput, Sto
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import StreamedRequest
-from ctxledger.eventstore.postgres_append import Appender
+from ctxledger.eventstore.postgres_append import BLOB_LOCK, Appender
 from ctxledger.eventstore.postgres_copy import RowPacker
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 from ctxledger.eventstore.streamed import PreparedChunk, checked_request, prepared_chunks
@@ -56,7 +57,20 @@ __all__ = ["PgStreamed", "StreamWriter"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
-_LOCK = "BEGIN; SELECT pg_advisory_xact_lock(%s); " + q.SEAL.replace("$1", "%s")
+#: the transaction's guards and locks. The caller's generators run inside the
+#: transaction, mostly with a ``COPY`` open: a server's ``statement_timeout`` would cut
+#: that one statement when the import is slow as a whole, its
+#: ``idle_in_transaction_session_timeout`` the transaction between statements; both off
+#: for this transaction only (``SET LOCAL``). Then the blob lock (exclusive) before the
+#: append lock, the one order every appender inserting blobs takes them in
+#: (``postgres_append.BLOB_LOCK``)
+_LOCK = (
+    "BEGIN; SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0;"
+    " SELECT "
+    + BLOB_LOCK.format("")
+    + "; SELECT pg_advisory_xact_lock(%s); "
+    + q.SEAL.replace("$1", "%s")
+)
 #: the streams with rows made when missing, in name order (as ``append_many``'s ``COPY``
 #: head makes them), then every named stream's id and version: one round trip
 _PLACE = (
@@ -87,20 +101,20 @@ class PgStreamed:
             raise StoreError(
                 f"the event store {self.where} is closed; open a new PostgresEventStore"
             )
-        key, channel = self._appender.key, self._appender.channel
         try:
             with self._pool.connection() as conn:
-                return StreamWriter(conn, key, channel, self._blob_threshold).write(requests)
+                return StreamWriter(conn, self._appender, self._blob_threshold).write(requests)
         except psycopg.Error as exc:
             raise self._translate(exc, "append") from exc
 
 
 class StreamWriter:
     """One streamed append on `conn` (an autocommit pool connection) for the ledger
-    whose append lock is `key` and notify channel `channel`."""
+    whose append lock, blob lock and notify channel `appender` holds."""
 
-    def __init__(self, conn: Conn, key: int, channel: str, threshold: int) -> None:
-        self.conn, self.key, self.channel, self.threshold = conn, key, channel, threshold
+    def __init__(self, conn: Conn, appender: Appender, threshold: int) -> None:
+        self.conn, self.threshold = conn, threshold
+        self.key, self.channel, self.blob_key = appender.key, appender.channel, appender.blob_key
         self.cur = psycopg.ClientCursor(conn)
         #: (seq, chain value) of the log's end once the lock is held, else None
         self.tail: tuple[int, str] | None = None
@@ -150,7 +164,7 @@ class StreamWriter:
     def _locked(self) -> tuple[int, str]:
         """The append lock taken (once), what waits sealed: the log's (seq, chain value)."""
         if self.tail is None:
-            self.cur.execute(_LOCK, (self.key, self.channel))
+            self.cur.execute(_LOCK, (*self.blob_key, self.key, self.channel))
             while self.cur.nextset():  # (the seal's result is the last one)
                 pass
             row = self.cur.fetchone()

@@ -1,0 +1,135 @@
+"""PostgreSQL's streamed append (an import) against other writers and the server's
+timeouts (session 42): an appender that inserted the same blob before waiting for the
+append lock cannot deadlock with it (one lock order: the blob lock, then the append
+lock), and a server's ``statement_timeout`` / ``idle_in_transaction_session_timeout``
+do not cut an import whose input is slow between chunks."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from helpers.pg_server import PgServer
+from test_append_stream import _events
+
+from ctxledger.events import Event
+from ctxledger.eventstore import streamed
+from ctxledger.eventstore.base import AppendRequest, StreamedRequest
+from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.eventstore.postgres_append import Appender
+
+
+def _schema(tmp_path: Path, tag: str) -> str:
+    return f"{tag}_" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]
+
+
+def _seqs(store: PostgresEventStore) -> list[int]:
+    return [r.seq for r in store.read_all()]
+
+
+def test_an_appender_holding_the_same_blob_cannot_deadlock_the_import(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import holds the append lock; another appender inserts a blob (before it waits
+    for that lock, as it does) that a later chunk of the import carries too. Before,
+    the two waited on each other and deadlock detection aborted the import whenever its
+    wait began first (this order): the import failed whole. Now the other appender waits
+    for the blob lock before its blobs, so it inserts nothing the import waits on."""
+    monkeypatch.setattr(streamed, "CHUNK", 5)
+    url = f"{pg_server.url}?schema={_schema(tmp_path, 'dl')}"
+    locked, go_on, blobbed, go_lock = (threading.Event() for _ in range(4))
+    real_blobs = Appender._store_blobs
+
+    def blobs_then_pause(self: Appender, conn: Any, new_blobs: dict[str, bytes]) -> None:
+        real_blobs(self, conn, new_blobs)
+        blobbed.set()  # its blob inserted, uncommitted; the append lock not asked for yet
+        go_lock.wait(10)
+
+    monkeypatch.setattr(Appender, "_store_blobs", blobs_then_pause)
+
+    def imported() -> Iterator[Event]:
+        for i, event in enumerate(_events("ses_i", 12, "i", big=7)):
+            if i == 6:  # the first chunk is in, the locks held; the blob's chunk is next
+                locked.set()
+                go_on.wait(10)
+            yield event
+
+    outcome: dict[str, Any] = {}
+
+    def run(name: str, fn: Any) -> threading.Thread:
+        def body() -> None:
+            try:
+                outcome[name] = fn()
+            except Exception as exc:  # reported by the asserts below
+                outcome[name] = exc
+
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    with (
+        PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store,
+        PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as other,
+    ):
+        importer = run(
+            "import", lambda: store.append_stream([StreamedRequest("ses_i", imported(), 0)])
+        )
+        assert locked.wait(10)
+        writer = run(
+            "other",
+            lambda: other.append_many([AppendRequest("ses_w", _events("ses_w", 9, "w", big=7), 0)]),
+        )
+        blobbed.wait(1.5)  # before: it gets here; now it waits for the blob lock instead
+        go_on.set()  # the import inserts the same blob
+        time.sleep(0.3)
+        go_lock.set()  # the other appender asks for the append lock
+        importer.join(30)
+        writer.join(30)
+        assert outcome["import"] == {"ses_i": 13}, outcome
+        assert outcome["other"] == {"ses_w": 10}, outcome
+        assert store.verify().ok
+        assert _seqs(store) == list(range(1, 24))  # gapless, each append contiguous
+        assert store.stream_version("ses_i") == 13 and store.stream_version("ses_w") == 10
+
+
+def test_a_slow_import_outlasts_the_servers_timeouts(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A role whose sessions end a statement after 300 ms and a transaction idle for
+    300 ms: the import's ``COPY`` stays open while its input makes the next chunk, so
+    either would cut it; it sets both off for its own transaction (``SET LOCAL``), and
+    every other statement of the role keeps them."""
+    monkeypatch.setattr(streamed, "CHUNK", 5)
+    role = _schema(tmp_path, "slow")
+    with psycopg.connect(pg_server.url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
+        admin.execute(f"ALTER ROLE {role} SET statement_timeout = 300")
+        admin.execute(f"ALTER ROLE {role} SET idle_in_transaction_session_timeout = 300")
+    server = f"postgresql://{role}@127.0.0.1:{pg_server.port}/postgres"
+    url = f"{server}?schema={role}"
+
+    def slow() -> Iterator[Event]:
+        for i, event in enumerate(_events("ses_s", 20, "s", big=12)):
+            if i % 5 == 4:
+                time.sleep(0.45)  # longer than either timeout, inside the transaction
+            yield event
+
+    try:
+        with PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store:
+            assert store.append_stream([StreamedRequest("ses_s", slow(), 0)]) == {"ses_s": 21}
+            assert store.verify().ok
+            with psycopg.connect(server, autocommit=True) as conn:  # the role's own settings hold
+                assert conn.execute("SHOW statement_timeout").fetchone() == ("300ms",)
+                with pytest.raises(psycopg.errors.QueryCanceled):
+                    conn.execute("SELECT pg_sleep(1)")
+    finally:
+        with psycopg.connect(pg_server.url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")

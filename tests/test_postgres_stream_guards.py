@@ -133,3 +133,52 @@ def test_a_slow_import_outlasts_the_servers_timeouts(
             admin.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_postgresql_import_reads_its_long_messages_back_rather_than_keep_them(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 42: the store says which seqs its streamed append wrote (``last_streamed``,
+    per thread), so the import reads its long messages back by seq for their derived
+    values, 16 at a time, as on SQLite, instead of keeping every one of their events to
+    the end of the import. The values are all stored, the refs not hashed again."""
+    import json
+
+    from ctxledger.importers.detect import load_text
+    from ctxledger.ledger import derived, streamappend
+    from ctxledger.ledger.derived import store_derived
+    from ctxledger.ledger.facade import Ledger
+    from ctxledger.ledger.importing import import_sessions
+
+    rows = [{"role": "user", "content": "go"}]
+    for i in range(3):
+        rows += [{"role": "assistant", "content": f"output {i} " * 30_000}, {"role": "user", "content": "ok"}]  # fmt: skip
+    monkeypatch.setattr(streamed, "CHUNK", 2)
+    made: list[Any] = []
+    real_init = streamappend._Checked.__init__
+
+    def noted(self: Any, *args: Any) -> None:
+        real_init(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(streamappend._Checked, "__init__", noted)
+    hashed: list[int] = []
+    real_hash = derived.sha256_hex
+    monkeypatch.setattr(derived, "sha256_hex", lambda b: hashed.append(len(b)) or real_hash(b))
+    url = f"{pg_server.url}?schema={_schema(tmp_path, 'rb')}"
+    with Ledger.open(url) as ledger:
+        import_sessions(ledger, load_text("\n".join(json.dumps(r) for r in rows), "openai"))
+        store = ledger.store
+        assert isinstance(store, streamappend.StreamedSpan)
+        (checked,) = made
+        assert not checked.keep and checked.long == [] and len(checked.long_at) == 3
+        assert store.last_streamed() == (1, store.last_seq())
+        seen: list[Any] = []
+        other = threading.Thread(target=lambda: seen.append(store.last_streamed()))
+        other.start()
+        other.join()
+        assert seen == [None]  # another thread's last streamed append: none
+        assert hashed == []
+        events = [r.event for r in store.read_all()]
+        again = [AppendRequest(events[0].session_id, events, None)]
+        assert store_derived(store, again) == 0  # every value is there already

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -82,8 +81,6 @@ _PLACE = (
 )
 _COPY = q.COPY_EVENTS.encode()
 _IDLE = pq.TransactionStatus.IDLE
-#: this thread's last streamed append: (id of its store, first seq, last seq), or None
-_SPAN = threading.local()
 
 
 class PgStreamed:
@@ -104,23 +101,11 @@ class PgStreamed:
             raise StoreError(
                 f"the event store {self.where} is closed; open a new PostgresEventStore"
             )
-        _SPAN.last = None
         try:
             with self._pool.connection() as conn:
-                writer = StreamWriter(conn, self._appender, self._blob_threshold)
-                versions = writer.write(requests)
+                return StreamWriter(conn, self._appender, self._blob_threshold).write(requests)
         except psycopg.Error as exc:
             raise self._translate(exc, "append") from exc
-        if writer.tail is not None and writer.tail[0] >= writer.first:
-            _SPAN.last = (id(self), writer.first, writer.tail[0])
-        return versions
-
-    def last_streamed(self) -> tuple[int, int] | None:
-        """(first seq, last seq) the calling thread's last ``append_stream`` wrote, None
-        if it wrote nothing (its rows are contiguous: it held the append lock); the
-        import reads its long messages back by them (``ledger.streamappend``)."""
-        span = getattr(_SPAN, "last", None)
-        return (span[1], span[2]) if span is not None and span[0] == id(self) else None
 
 
 class StreamWriter:

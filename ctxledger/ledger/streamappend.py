@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from typing import Protocol, runtime_checkable
 
 from ctxledger.compressor.factstore import stored_content
 from ctxledger.events import Event, MessageAppended
@@ -28,7 +27,7 @@ from ctxledger.ledger.eventcheck import check_decodable, check_references
 from ctxledger.ledger.ownfold import WrittenRows
 from ctxledger.projections.stored import TranscriptState
 
-__all__ = ["StreamedSpan", "append_streamed", "written_span"]
+__all__ = ["append_streamed", "written_span"]
 
 _log = logging.getLogger("ctxledger")
 #: long messages read back at a time for their derived values: each is at least
@@ -37,29 +36,19 @@ _log = logging.getLogger("ctxledger")
 READ_BACK = 16
 
 
-@runtime_checkable
-class StreamedSpan(Protocol):
-    """A store that says which seqs its streamed append wrote, though not an append's
-    rows (PostgreSQL, session 42: its long messages are read back, not kept)."""
-
-    def last_streamed(self) -> tuple[int, int] | None:
-        """(first seq, last seq) the calling thread's last ``append_stream`` wrote."""
-        ...
-
-
 class _Checked:
     """The requests' events, each chunk checked as ``Ledger.append`` checks an append
     (:func:`check_decodable`; the first chunk of a stream :func:`check_references`:
     an import's events name no message outside their own request), counting events and
-    noting where the long messages are. A store that does not say which seqs it wrote
-    (neither ``WrittenRows`` nor :class:`StreamedSpan`: the in-memory store) lists the
-    events anyway, so the long messages' events themselves are kept for it."""
+    noting where the long messages are. A store that does not say which rows it wrote
+    (``WrittenRows``: PostgreSQL, the in-memory store) lists the events anyway, so the
+    long messages' events themselves are kept for it."""
 
     def __init__(self, state: TranscriptState, store: EventStore) -> None:
         self.state, self.store = state, store
         self.count = 0
         self.long_at: list[int] = []  # positions in the append of long messages
-        self.keep = not isinstance(store, (WrittenRows, StreamedSpan))
+        self.keep = not isinstance(store, WrittenRows)
         self.long: list[Event] = []  # their events, when `keep`
 
     def requests(self, requests: Iterable[StreamedRequest]) -> Iterator[StreamedRequest]:
@@ -84,11 +73,8 @@ class _Checked:
 
 
 def written_span(store: EventStore) -> tuple[int, int] | None:
-    """The (first, last) seq the store's last (streamed) append on this thread wrote,
-    when it says."""
-    if isinstance(store, WrittenRows):
-        return store.last_written()
-    return store.last_streamed() if isinstance(store, StreamedSpan) else None
+    """The (first, last) seq the store's last append on this thread wrote, when it says."""
+    return store.last_written() if isinstance(store, WrittenRows) else None
 
 
 def append_streamed(

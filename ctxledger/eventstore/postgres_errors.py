@@ -1,6 +1,7 @@
 """The psycopg exceptions of a PostgreSQL ledger turned into the ctxledger error a user
-can act on: a full disk, tables broken by another writer, a server out of reach, a role
-without the grants the ledger needs (README: PostgreSQL for fleets)."""
+can act on: a full disk, tables broken by another writer, a server out of reach, an
+operation the server cancelled (a deadlock, a timeout), a role without the grants the
+ledger needs (README: PostgreSQL for fleets)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ GRANTS = (
     "tables and USAGE on its sequences to write; CREATE on the database (or on the "
     "empty schema) to create a ledger or apply a newer ctxledger's migrations"
 )
+#: what the server cancels and rolls back while it still answers: a deadlock (psycopg's
+#: DeadlockDetected and SerializationFailure are not TransactionRollback subclasses, so
+#: all three are named), a statement timeout or cancel, a lock timeout. All are
+#: OperationalErrors, which read as a server out of reach before (session 43)
+_CANCELLED = (
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.TransactionRollback,
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.LockNotAvailable,
+)
 
 
 def translated(exc: psycopg.Error, action: str, where: str) -> CtxLedgerError:
@@ -39,6 +51,13 @@ def translated(exc: psycopg.Error, action: str, where: str) -> CtxLedgerError:
         return IntegrityError(
             f"{said}: the tables broke a ctxledger rule ({detail}); was the log written "
             "by something else? run verify()"
+        )
+    if isinstance(exc, _CANCELLED):
+        written = ", nothing of the append was written" if action == "append" else ""
+        return StoreError(
+            f"{said}: the server cancelled it ({detail}): a deadlock with another writer, "
+            "or the role's statement_timeout or lock_timeout ran out; its transaction was "
+            f"rolled back{written}: retry (or raise the timeout)"
         )
     if isinstance(exc, psycopg.OperationalError):
         return ConnectionLost(

@@ -1,0 +1,178 @@
+"""What the PostgreSQL server cancels and rolls back while it still answers (a deadlock,
+a role's ``statement_timeout`` or ``lock_timeout`` running out) is reported as such: a
+``StoreError`` saying the operation was rolled back and may be retried, not a
+``ConnectionLost`` ("the server could not be reached"), which every psycopg
+``OperationalError`` read as before session 43. Nothing is appended."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import psycopg.errors
+import psycopg_pool
+import pytest
+from helpers.pg_server import PgServer
+from test_append_stream import _events
+
+from ctxledger.errors import ConnectionLost, StoreError
+from ctxledger.events import Event
+from ctxledger.eventstore.base import AppendRequest, StreamedRequest
+from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.eventstore.postgres_errors import translated
+
+_CANCELS = [
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.TransactionRollback,
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.LockNotAvailable,
+]
+
+
+@pytest.mark.parametrize("cls", _CANCELS, ids=lambda c: c.__name__)
+def test_a_cancelled_operation_is_a_rolled_back_store_error(cls: type[psycopg.Error]) -> None:
+    """(psycopg's DeadlockDetected is no TransactionRollback subclass: named on its own.)"""
+    error = translated(cls("cancelled by the server"), "append", "ledger x")
+    assert type(error) is StoreError
+    said = str(error)
+    assert said.startswith("could not append in ledger x: the server cancelled it")
+    assert "rolled back, nothing of the append was written: retry" in said
+    assert "could not be reached" not in said
+    read = str(translated(cls("cancelled"), "read events", "ledger x"))
+    assert "rolled back: retry" in read and "append" not in read
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [psycopg.OperationalError("connection refused"), psycopg_pool.PoolTimeout("no connection")],
+    ids=["refused", "pool"],
+)
+def test_an_unreachable_server_is_still_a_lost_connection(exc: psycopg.Error) -> None:
+    assert isinstance(translated(exc, "append", "ledger x"), ConnectionLost)
+
+
+def _name(tmp_path: Path, tag: str) -> str:
+    return f"{tag}_" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]
+
+
+@contextlib.contextmanager
+def role_url(pg_server: PgServer, tmp_path: Path, tag: str, **settings: int) -> Iterator[str]:
+    """The URL of a ledger (its schema made by the admin role, so the role's own
+    statements stay small) for a new superuser role whose sessions have `settings`
+    (``statement_timeout=300`` …); the role and schema dropped after."""
+    role = _name(tmp_path, tag)
+    with psycopg.connect(pg_server.url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
+        for name, value in settings.items():
+            admin.execute(f"ALTER ROLE {role} SET {name} = {int(value)}")
+    try:
+        PostgresEventStore(f"{pg_server.url}?schema={role}", index_dir=tmp_path).close()
+        yield f"postgresql://{role}@127.0.0.1:{pg_server.port}/postgres?schema={role}"
+    finally:
+        with psycopg.connect(pg_server.url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
+
+
+@contextlib.contextmanager
+def append_lock_held(pg_server: PgServer, store: PostgresEventStore) -> Iterator[None]:
+    """The store's append lock held by another session (the admin's) meanwhile."""
+    with psycopg.connect(pg_server.url, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(%s)", (store._appender.key,))
+        yield
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["append_many", "append_stream"])
+def test_a_lock_timeout_is_reported_as_cancelled_and_appends_nothing(
+    pg_server: PgServer, tmp_path: Path, streamed: bool
+) -> None:
+    """A role whose lock waits end after 200 ms, the append lock held by another
+    session: the append is cut while it waits (LockNotAvailable)."""
+    with (
+        role_url(pg_server, tmp_path, "lt", lock_timeout=200) as url,
+        PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store,
+    ):
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        events = _events("ses_b", 3, "b", big=1)
+        with append_lock_held(pg_server, store), pytest.raises(StoreError) as caught:
+            if streamed:
+                store.append_stream([StreamedRequest("ses_b", iter(events), 0)])
+            else:
+                store.append_many([AppendRequest("ses_b", events, 0)])
+        assert not isinstance(caught.value, ConnectionLost)
+        assert "lock timeout" in str(caught.value) and "nothing of the append" in str(caught.value)
+        assert store.last_seq() == 3 and store.stream_version("ses_b") == 0
+        assert store.verify().ok
+
+
+def waiting(pg_server: PgServer, event: str = "transactionid") -> bool:
+    """Whether a backend waits for a lock: another transaction's end (`event`
+    ``transactionid``: a row or key it holds) or an advisory lock (``advisory``)."""
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND wait_event = %s",
+            (event,),
+        ).fetchone()
+    return row is not None and row[0] > 0
+
+
+def test_a_deadlock_with_a_writer_that_skips_the_blob_lock_is_reported_as_cancelled(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that inserts a blob and then waits for the append lock without the blob
+    lock first (an older ctxledger's append, here plain SQL) still deadlocks with an
+    import that inserts the same blob: the import, waiting first, is the one the server
+    aborts. It fails whole, as a rolled-back StoreError naming the deadlock."""
+    from test_postgres_sealing import wait_until
+
+    from ctxledger.eventstore import streamed
+    from ctxledger.eventstore.base import prepare_append
+
+    monkeypatch.setattr(streamed, "CHUNK", 5)
+    events = _events("ses_i", 12, "i", big=7)
+    (ref, data), *_ = prepare_append([AppendRequest("ses_i", events, 0)], None, 256)[1].items()
+    locked, go_on = threading.Event(), threading.Event()
+    outcome: list[BaseException | dict[str, int]] = []
+
+    def imported() -> Iterator[Event]:
+        for i, event in enumerate(events):
+            if i == 6:  # the first chunk is in, the locks held; the blob's chunk is next
+                locked.set()
+                go_on.wait(10)
+            yield event
+
+    url = f"{pg_server.url}?schema={_name(tmp_path, 'dd')}"
+    with PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store:
+
+        def run() -> None:
+            try:
+                outcome.append(store.append_stream([StreamedRequest("ses_i", imported(), 0)]))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        importer = threading.Thread(target=run)
+        importer.start()
+        assert locked.wait(10)
+        with psycopg.connect(pg_server.url, autocommit=True) as old:
+            old.execute(f"SET search_path = {store.schema}")
+            old.execute("BEGIN")
+            old.execute(
+                "INSERT INTO blobs (ref, size, data) VALUES (%s, %s, %s)", (ref, len(data), data)
+            )
+            go_on.set()  # the import inserts the same blob: it waits for this transaction
+            wait_until(lambda: waiting(pg_server) or not importer.is_alive())
+            old.execute("SELECT pg_advisory_xact_lock(%s)", (store._appender.key,))  # a cycle
+            old.execute("ROLLBACK")
+        importer.join(30)
+        (error,) = outcome
+        assert isinstance(error, StoreError) and not isinstance(error, ConnectionLost), error
+        assert "deadlock detected" in str(error) and "nothing of the append" in str(error)
+        assert store.last_seq() == 0 and store.stream_version("ses_i") == 0
+

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from helpers.pg_server import PgServer
 from test_append_stream import _events
+from test_postgres_cancelled import role_url
 
 from ctxledger.events import Event
 from ctxledger.eventstore import streamed
@@ -103,16 +104,10 @@ def test_a_slow_import_outlasts_the_servers_timeouts(
 ) -> None:
     """A role whose sessions end a statement after 300 ms and a transaction idle for
     300 ms: the import's ``COPY`` stays open while its input makes the next chunk, so
-    either would cut it; it sets both off for its own transaction (``SET LOCAL``), and
-    every other statement of the role keeps them."""
+    either would cut it; it sets both off for its own transaction (``SET LOCAL``). The
+    one pooled connection the import used keeps the role's settings after it (a
+    session-wide ``SET`` would leave them off there)."""
     monkeypatch.setattr(streamed, "CHUNK", 5)
-    role = _schema(tmp_path, "slow")
-    with psycopg.connect(pg_server.url, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
-        admin.execute(f"ALTER ROLE {role} SET statement_timeout = 300")
-        admin.execute(f"ALTER ROLE {role} SET idle_in_transaction_session_timeout = 300")
-    server = f"postgresql://{role}@127.0.0.1:{pg_server.port}/postgres"
-    url = f"{server}?schema={role}"
 
     def slow() -> Iterator[Event]:
         for i, event in enumerate(_events("ses_s", 20, "s", big=12)):
@@ -120,18 +115,18 @@ def test_a_slow_import_outlasts_the_servers_timeouts(
                 time.sleep(0.45)  # longer than either timeout, inside the transaction
             yield event
 
-    try:
-        # the schema made by another role first: the role's own statements stay small
-        PostgresEventStore(f"{pg_server.url}?schema={role}", index_dir=tmp_path).close()
-        with PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store:
-            assert store.append_stream([StreamedRequest("ses_s", slow(), 0)]) == {"ses_s": 21}
-            assert store.verify().ok
-            with psycopg.connect(server, autocommit=True) as conn:  # the role's own settings hold
-                assert conn.execute("SHOW statement_timeout").fetchone() == ("300ms",)
-                with pytest.raises(psycopg.errors.QueryCanceled):
-                    conn.execute("SELECT pg_sleep(1)")
-    finally:
-        with psycopg.connect(pg_server.url, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
-            admin.execute(f"DROP OWNED BY {role}")
-            admin.execute(f"DROP ROLE {role}")
+    timeouts = {"statement_timeout": 300, "idle_in_transaction_session_timeout": 300}
+    with (
+        role_url(pg_server, tmp_path, "slow", **timeouts) as url,
+        PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256, pool_size=1) as store,
+    ):
+        with store._pool.connection() as conn:
+            used = conn.info.backend_pid
+        assert store.append_stream([StreamedRequest("ses_s", slow(), 0)]) == {"ses_s": 21}
+        assert store.verify().ok
+        with store._pool.connection() as conn:  # the import's own connection, still open
+            assert conn.info.backend_pid == used
+            for name in timeouts:
+                assert conn.execute(f"SHOW {name}").fetchone() == ("300ms",)
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                conn.execute("SELECT pg_sleep(1)")

@@ -17,7 +17,8 @@ import psycopg
 import pytest
 from helpers.pg_server import PgServer
 from test_append_stream import _events
-from test_postgres_cancelled import role_url
+from test_postgres_cancelled import role_url, waiting
+from test_postgres_sealing import wait_until
 
 from ctxledger.events import Event
 from ctxledger.eventstore import streamed
@@ -86,16 +87,23 @@ def test_an_appender_holding_the_same_blob_cannot_deadlock_the_import(
             "other",
             lambda: other.append_many([AppendRequest("ses_w", _events("ses_w", 9, "w", big=7), 0)]),
         )
-        blobbed.wait(1.5)  # before: it gets here; now it waits for the blob lock instead
+        # before: it inserts its blob; now it waits for the blob lock instead
+        wait_until(lambda: blobbed.is_set() or waiting(pg_server, "advisory"))
         go_on.set()  # the import inserts the same blob
-        time.sleep(0.3)
+        # before: the import waits for the other's transaction; now it goes on to its end
+        wait_until(lambda: not importer.is_alive() or waiting(pg_server))
         go_lock.set()  # the other appender asks for the append lock
         importer.join(30)
         writer.join(30)
         assert outcome["import"] == {"ses_i": 13}, outcome
         assert outcome["other"] == {"ses_w": 10}, outcome
         assert store.verify().ok
-        assert _seqs(store) == list(range(1, 24))  # gapless, each append contiguous
+        assert _seqs(store) == list(range(1, 24))  # gapless
+        by_stream: dict[str, list[int]] = {}
+        for recorded in store.read_all():
+            by_stream.setdefault(recorded.stream, []).append(recorded.seq)
+        for seqs in by_stream.values():  # each append contiguous
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), by_stream
         assert store.stream_version("ses_i") == 13 and store.stream_version("ses_w") == 10
 
 

@@ -176,3 +176,33 @@ def test_a_deadlock_with_a_writer_that_skips_the_blob_lock_is_reported_as_cancel
         assert "deadlock detected" in str(error) and "nothing of the append" in str(error)
         assert store.last_seq() == 0 and store.stream_version("ses_i") == 0
 
+
+def test_a_statement_timeout_bounds_the_streamed_appends_wait_for_the_lock(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """The streamed append turns the role's ``statement_timeout`` off for its own
+    transaction (its ``COPY`` spans the import), but only once it holds the locks: its
+    wait for them is still cut, reported as cancelled, nothing appended. Before, the
+    ``SET LOCAL`` came first: the import waited until the lock was released (5 s on,
+    here) and then succeeded."""
+    with (
+        role_url(pg_server, tmp_path, "st", statement_timeout=300) as url,
+        PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store,
+    ):
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        key = store._appender.key
+        with psycopg.connect(pg_server.url, autocommit=True) as admin:
+            admin.execute("SELECT pg_advisory_lock(%s)", (key,))
+            timer = threading.Timer(5.0, lambda: admin.execute("SELECT pg_advisory_unlock_all()"))
+            timer.start()
+            try:
+                with pytest.raises(StoreError) as caught:
+                    store.append_stream(
+                        [StreamedRequest("ses_b", iter(_events("ses_b", 3, "b")), 0)]
+                    )
+            finally:
+                timer.cancel()
+                timer.join()
+        assert "statement timeout" in str(caught.value)
+        assert not isinstance(caught.value, ConnectionLost)
+        assert store.last_seq() == 3 and store.stream_version("ses_b") == 0

@@ -6,8 +6,9 @@ count), so an import held its whole log in memory. :meth:`StreamWriter.write` ta
 and writes :data:`~ctxledger.eventstore.streamed.CHUNK` events at a time, validated and
 encoded by ``prepare_append`` as for ``append_many``, in one explicit transaction:
 
-    BEGIN; SET LOCAL statement_timeout, idle_in_transaction_session_timeout = 0;  -- once
-      blob lock (exclusive); append lock; ctxledger_seal(channel)
+    BEGIN; blob lock (exclusive); append lock;  -- once
+      SET LOCAL statement_timeout, idle_in_transaction_session_timeout = 0;
+      ctxledger_seal(channel)
     per CHUNK events of requests (or one request's first full chunk): their streams
       made when missing and looked up in one round trip, the expected versions checked,
       their new blobs (INSERT … ON CONFLICT DO NOTHING), their rows into one binary COPY
@@ -57,18 +58,20 @@ __all__ = ["PgStreamed", "StreamWriter"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
-#: the transaction's guards and locks. The caller's generators run inside the
-#: transaction, mostly with a ``COPY`` open: a server's ``statement_timeout`` would cut
-#: that one statement when the import is slow as a whole, its
-#: ``idle_in_transaction_session_timeout`` the transaction between statements; both off
-#: for this transaction only (``SET LOCAL``). Then the blob lock (exclusive) before the
-#: append lock, the one order every appender inserting blobs takes them in
-#: (``postgres_append.BLOB_LOCK``)
+#: the transaction's locks and guards. The blob lock (exclusive) before the append
+#: lock, the one order every appender inserting blobs takes them in
+#: (``postgres_append.BLOB_LOCK``); the role's ``statement_timeout`` and ``lock_timeout``
+#: still bound these waits (each statement of the message has its own timeout). Then
+#: the caller's generators run inside the transaction, mostly with a ``COPY`` open: a
+#: ``statement_timeout`` would cut that one statement when the import is slow as a
+#: whole, an ``idle_in_transaction_session_timeout`` the transaction between
+#: statements; both off once the locks are held, for this transaction only
+#: (``SET LOCAL``)
 _LOCK = (
-    "BEGIN; SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0;"
-    " SELECT "
+    "BEGIN; SELECT "
     + BLOB_LOCK.format("")
-    + "; SELECT pg_advisory_xact_lock(%s); "
+    + "; SELECT pg_advisory_xact_lock(%s);"
+    + " SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0; "
     + q.SEAL.replace("$1", "%s")
 )
 #: the streams with rows made when missing, in name order (as ``append_many``'s ``COPY``

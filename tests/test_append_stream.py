@@ -5,8 +5,10 @@ error late in the stream leaves nothing appended."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from helpers.ledger_helpers import dump_log
@@ -177,3 +179,29 @@ def test_a_streamed_append_writes_with_a_small_page_cache_and_puts_the_stores_ba
         assert store.verify().ok
     assert seen == [-16, -16] and own < -16
     assert dump_log(tmp_path / "l.db") == dump_log(tmp_path / "many.db")
+
+
+class _InterruptedAfterTheCacheShrinks:
+    """A connection whose shrinking of the page cache takes effect and then raises, as a
+    KeyboardInterrupt arriving just after that statement would."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        cursor = self.conn.execute(sql, *args)
+        if sql == f"PRAGMA cache_size = -{sqlite_stream.STREAM_CACHE_KIB}":
+            raise KeyboardInterrupt
+        return cursor
+
+
+def test_the_stores_page_cache_is_put_back_when_interrupted_as_it_shrinks(
+    tmp_path: Path,
+) -> None:
+    """Session 43: the shrink is inside the ``try`` whose ``finally`` puts the size back."""
+    with _store(tmp_path / "l.db") as store:
+        own = store._conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn = cast(sqlite3.Connection, _InterruptedAfterTheCacheShrinks(store._conn))
+        with pytest.raises(KeyboardInterrupt):
+            sqlite_stream.write_stream(conn, [], 256)
+        assert store._conn.execute("PRAGMA cache_size").fetchone()[0] == own

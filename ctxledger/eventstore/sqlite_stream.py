@@ -46,8 +46,8 @@ def write_stream(
     seq, prev = (tail[0], chain_tip(tail[1])) if tail is not None else (0, GENESIS_HASH)
     first, out, seen = seq, {}, set[str]()
     cache = conn.execute(q.CACHE_SIZE).fetchone()[0]
-    conn.execute(f"{q.CACHE_SIZE} = -{STREAM_CACHE_KIB}")
-    try:
+    try:  # (the shrink inside: the finally puts the size back whatever stops it)
+        conn.execute(f"{q.CACHE_SIZE} = -{STREAM_CACHE_KIB}")
         for request in requests:
             request = checked_request(request, seen)
             seq, prev, out[request.stream] = _write_one(conn, request, (seq, prev), threshold)

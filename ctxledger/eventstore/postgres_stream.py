@@ -8,6 +8,7 @@ encoded by ``prepare_append`` as for ``append_many``, in one explicit transactio
 
     BEGIN; blob lock (exclusive); append lock;  -- once
       SET LOCAL statement_timeout, idle_in_transaction_session_timeout = 0;
+      (from PostgreSQL 17) transaction_timeout = 0 for the transaction too;
       ctxledger_seal(channel)
     per CHUNK events of requests (or one request's first full chunk): their streams
       made when missing and looked up in one round trip, the expected versions checked,
@@ -65,13 +66,16 @@ Conn = psycopg.Connection[tuple[Any, ...]]
 #: the caller's generators run inside the transaction, mostly with a ``COPY`` open: a
 #: ``statement_timeout`` would cut that one statement when the import is slow as a
 #: whole, an ``idle_in_transaction_session_timeout`` the transaction between
-#: statements; both off once the locks are held, for this transaction only
-#: (``SET LOCAL``)
+#: statements, PostgreSQL 17's ``transaction_timeout`` the whole; all off once the locks
+#: are held, for this transaction only (``SET LOCAL``; the last one set only from 17 on,
+#: an older server knows no such setting)
 _LOCK = (
     "BEGIN; SELECT "
     + BLOB_LOCK.format("")
     + "; SELECT pg_advisory_xact_lock(%s);"
-    + " SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0; "
+    + " SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0;"
+    + " SELECT set_config('transaction_timeout', '0', true)"
+    + " WHERE current_setting('server_version_num')::int >= 170000; "
     + q.SEAL.replace("$1", "%s")
 )
 #: the streams with rows made when missing, in name order (as ``append_many``'s ``COPY``

@@ -98,7 +98,7 @@ class PgStreamed:
     _blob_threshold: int
     _closed: bool
     where: str
-    _translate: Callable[[psycopg.Error, str], CtxLedgerError]
+    _translate: Callable[..., CtxLedgerError]  # (exc, action, *, one_transaction)
 
     def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """``append_many`` of requests whose events may be generators, encoded and
@@ -112,7 +112,7 @@ class PgStreamed:
             with self._pool.connection() as conn:
                 return StreamWriter(conn, self._appender, self._blob_threshold).write(requests)
         except psycopg.Error as exc:
-            raise self._translate(exc, "append") from exc
+            raise self._translate(exc, "append", one_transaction=True) from exc
 
 
 class StreamWriter:

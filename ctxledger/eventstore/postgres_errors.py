@@ -29,8 +29,9 @@ GRANTS = (
 #: sqlstate -> (what happened, what to raise if retries keep failing) for what the server
 #: cancels and rolls back while it still answers. By sqlstate, not psycopg's classes:
 #: its DeadlockDetected and SerializationFailure are no TransactionRollback subclasses,
-#: and TransactionTimeout (25P04, PostgreSQL 17) is missing from older psycopgs. All read
-#: as a server out of reach (ConnectionLost) or a bare StoreError before session 43.
+#: and TransactionTimeout (25P04, PostgreSQL 17) may be missing from an older psycopg.
+#: All read as a server out of reach (ConnectionLost) or a bare StoreError before
+#: session 43.
 _CANCELLED: dict[str, tuple[str, str]] = {
     "40P01": (
         "a deadlock with another session's transaction (the server aborts one of the two)",

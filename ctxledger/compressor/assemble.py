@@ -22,6 +22,7 @@ import msgspec
 
 from ctxledger.compressor import markers
 from ctxledger.compressor.markers import merge_summary, split_merged
+from ctxledger.compressor.planargs import check_apply_args
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import CompressionError
 from ctxledger.messages import INSTRUCTION_ROLES, Message, content_text
@@ -184,15 +185,17 @@ def apply(
     the result, like ``recording.build_layout``, which records such messages by id).
 
     Raises CompressionError for a skip plan, a plan made for another message list, or
-    an empty summary (an empty summarizer answer is a failure, Hermes #11978).
+    an empty summary (an empty summarizer answer is a failure, Hermes #11978);
+    InvalidInput for an argument of the wrong type (``planargs``), a summary included.
     """
+    check_apply_args(plan, messages, summary_text, copy_carried)
     if plan.action != "compress":
         raise CompressionError(f"cannot apply a skipped plan (reason: {plan.skip_reason})")
     if len(messages) != plan.n_messages:
         raise CompressionError(
             f"the plan was made for {plan.n_messages} messages, got {len(messages)}: re-plan first"
         )
-    body = summary_text.strip() if isinstance(summary_text, str) else ""
+    body = summary_text.strip()
     if not body:
         raise CompressionError(
             "the summary text is empty; a compaction needs a summary (or a fallback)"

@@ -241,7 +241,8 @@ def test_a_hostile_json_body_is_no_server_error_and_a_refusal_appends_nothing(
 
     status, text, appended = anyio.run(main)
     assert_refusal_is_plain(status, text)
-    if status >= 400:
+    # (a failed overflow recovery is an outcome, not a refusal: it records what it tried)
+    if status >= 400 and '"context_overflow"' not in text:
         assert appended == 0, (status, text[:2000])
 
 

@@ -135,12 +135,21 @@ def _walk(node: Any, depth: int) -> Iterator[tuple[str, str]]:
             elif isinstance(value, Mapping | list):
                 yield from _walk(value, depth + 1)
             elif lowered in _NUMBER_KEYS and isinstance(value, int) and not isinstance(value, bool):
-                yield "text", f"{lowered}: {value}"
+                yield "text", f"{lowered}: {_as_text(value)}"
     elif isinstance(node, list):
         for item in node:
             yield from _walk(item, depth + 1)
     elif isinstance(node, str):
         yield "text", node
+
+
+def _as_text(value: Any) -> str:
+    """``str(value)``, or :func:`shown` when Python cannot write it (an int of 5,000
+    digits was a ValueError out of ``handle_provider_error``)."""
+    try:
+        return str(value)
+    except (ValueError, RecursionError):
+        return shown(value)
 
 
 def _read_body(body: Any) -> tuple[str, frozenset[str]]:
@@ -157,9 +166,9 @@ def _read_body(body: Any) -> tuple[str, frozenset[str]]:
     elif isinstance(body, str):
         decoded = _maybe_json(body)
     else:  # a number, a bool, anything else: its text is all there is
-        return str(body)[:_HAYSTACK_CHARS], frozenset()
+        return _as_text(body)[:_HAYSTACK_CHARS], frozenset()
     if decoded is None:
-        return str(body)[:_HAYSTACK_CHARS], frozenset()
+        return _as_text(body)[:_HAYSTACK_CHARS], frozenset()
     texts: list[str] = []
     codes: set[str] = set()
     for kind, value in _walk(decoded, 0):
@@ -172,9 +181,9 @@ def _read_body(body: Any) -> tuple[str, frozenset[str]]:
         try:
             texts.append(msgspec.json.encode(decoded).decode())
         except (TypeError, msgspec.EncodeError):
-            texts.append(str(decoded))
-        except RecursionError:  # a body holding itself, or nesting thousands of levels
-            texts.append(shown(decoded))
+            texts.append(_as_text(decoded))
+        except (RecursionError, ValueError):  # a body holding itself, or nesting thousands
+            texts.append(shown(decoded))  # of levels; an int past Python's 4,300 digits
     return "\n".join(texts)[:_HAYSTACK_CHARS], frozenset(codes)
 
 

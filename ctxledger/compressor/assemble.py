@@ -22,7 +22,7 @@ import msgspec
 
 from ctxledger.compressor import markers
 from ctxledger.compressor.markers import merge_summary, split_merged
-from ctxledger.compressor.planargs import check_apply_args
+from ctxledger.compressor.planargs import check_apply_args, check_messages
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import CompressionError
 from ctxledger.messages import INSTRUCTION_ROLES, Message, content_text
@@ -200,6 +200,16 @@ def apply(
         raise CompressionError(
             "the summary text is empty; a compaction needs a summary (or a fallback)"
         )
+    try:
+        return _assembled(plan, messages, body, copy_carried)
+    except (AttributeError, TypeError):  # an item that is no message object is named
+        check_messages(messages)
+        raise
+
+
+def _assembled(
+    plan: CompactionPlan, messages: Sequence[Mapping[str, Any]], body: str, copy_carried: bool
+) -> AssembledTranscript:
     builder = _Builder(plan, messages, body, copy_carried)
     for i in range(plan.head_end):
         builder.carry(i)

@@ -7,9 +7,11 @@ Python's own errors raised deep inside (``AttributeError: 'dict' object has no a
 5, a force of "yes"). Here each is InvalidInput (InvalidConfig for the config) naming
 the argument and the type it got.
 
-Only type checks: the message list is checked by the set of its items' types (one pass
-in C), never message by message; what a message holds is the caller's to validate
-(``plan`` needs validated OpenAI messages, as the ledger's paths give it).
+Only type checks, in constant time but for the counts and the pins (the counts were
+checked before): the message list's items are checked only when the planner's scan
+fails on one (``planner.draft``), so a good list costs nothing more; what a message
+holds is the caller's to validate (``plan`` needs validated OpenAI messages, as the
+ledger's paths give it).
 """
 
 from __future__ import annotations
@@ -30,31 +32,34 @@ def _named(value: object) -> str:
     return type(value).__name__
 
 
-def check_messages(messages: object, field: str = "messages") -> Sequence[Mapping[str, Any]]:
-    """`messages` when it is a sequence (not text) of mappings, else InvalidInput naming
-    `field` and the first item that is not one."""
-    if isinstance(messages, str | bytes | bytearray | Mapping) or not isinstance(
-        messages, Sequence
-    ):
+def _listing(value: object, kind: type) -> bool:
+    """`value` is a `kind` (an ABC) but neither text nor a mapping; a list or a tuple at
+    once (an ABC's check of a union costs microseconds, a plan is timed in them)."""
+    if type(value) is list or type(value) is tuple:
+        return True
+    return isinstance(value, kind) and not isinstance(value, str | bytes | bytearray | Mapping)
+
+
+def check_messages(messages: Any, field: str = "messages", *, items: bool = True) -> None:
+    """InvalidInput unless `messages` is a sequence (not text) of mappings, naming
+    `field` and the first item that is not one. `items` False: the sequence only (the
+    planner checks its items only when its scan fails on one: no cost on a good list)."""
+    if not _listing(messages, Sequence):
         raise InvalidInput(f"{field} must be a list of message objects, got {_named(messages)}")
-    kinds = set(map(type, messages))
-    for kind in kinds - {dict}:
+    for kind in set(map(type, messages)) - {dict} if items else ():
         if not issubclass(kind, Mapping):
             at = next(i for i, m in enumerate(messages) if type(m) is kind)
             raise InvalidInput(
                 f"{field}[{at}] must be a message object (a dict), got {kind.__name__}"
             )
-    return messages
 
 
-def _counts(token_counts: object, n_messages: int) -> list[int]:
-    if isinstance(token_counts, str | bytes | bytearray | Mapping) or not isinstance(
-        token_counts, Iterable
-    ):
+def _counts(token_counts: Any, n_messages: int) -> list[int]:
+    if not _listing(token_counts, Iterable):
         raise InvalidInput(
             f"token_counts must be a list of integers, one per message, got {_named(token_counts)}"
         )
-    counts = list(token_counts)
+    counts: list[int] = list(token_counts)
     if len(counts) != n_messages:
         raise InvalidInput(f"token_counts has {len(counts)} entries for {n_messages} messages")
     if counts and (not set(map(type, counts)) <= {int} or min(counts) < 0):
@@ -63,16 +68,16 @@ def _counts(token_counts: object, n_messages: int) -> list[int]:
     return counts
 
 
-def _pins(pinned: object) -> None:
-    if isinstance(pinned, str | bytes | bytearray | Mapping) or not isinstance(pinned, Collection):
+def _pins(pinned: Any) -> None:
+    if not _listing(pinned, Collection):
         raise InvalidInput(f"pinned must be a collection of message indices, got {_named(pinned)}")
-    if not set(map(type, pinned)) <= {int}:
+    if pinned and not set(map(type, pinned)) <= {int}:
         bad = next(p for p in pinned if type(p) is not int)
         raise InvalidInput(f"pinned must hold message indices (integers), got {shown(bad)}")
 
 
 def check_plan_args(
-    messages: object,
+    messages: Any,
     config: object,
     token_counts: object,
     *,
@@ -88,7 +93,8 @@ def check_plan_args(
     checked = checked_config(config)
     if checked is None:
         raise InvalidConfig("config must be a CompressionConfig, got None")
-    counts = _counts(token_counts, len(check_messages(messages)))
+    check_messages(messages, items=False)
+    counts = _counts(token_counts, len(messages))
     if focus is not None and not isinstance(focus, str):
         raise InvalidInput(f"focus must be text or None, got {_named(focus)}")
     _pins(pinned)
@@ -109,7 +115,7 @@ def check_apply_args(
     """``apply``'s arguments checked: InvalidInput naming the first of a wrong type."""
     if not isinstance(plan, CompactionPlan):
         raise InvalidInput(f"plan must be a CompactionPlan (from plan()), got {_named(plan)}")
-    check_messages(messages)
+    check_messages(messages, items=False)  # (the plan was made from its items)
     if not isinstance(summary_text, str):
         raise InvalidInput(f"summary_text must be text, got {_named(summary_text)}")
     if type(copy_carried) is not bool:

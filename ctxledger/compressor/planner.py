@@ -48,10 +48,11 @@ from ctxledger.compressor import markers
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import Layout
 from ctxledger.compressor.markers import split_merged
-from ctxledger.compressor.planargs import check_plan_args
+from ctxledger.compressor.planargs import check_messages, check_plan_args
 from ctxledger.compressor.plancache import PlanCache, Scan, scan
 from ctxledger.compressor.plans import CompactionPlan, OrphanAction, Role, SkipReason
 from ctxledger.compressor.prune import Prune, PruneKind
+from ctxledger.errors import InvalidMessage
 from ctxledger.messages import INSTRUCTION_ROLES, content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
 
@@ -420,7 +421,11 @@ def draft(
     }  # fmt: skip
     if not config.enabled and not force:
         return PlanDraft.final(CompactionPlan(action="skip", skip_reason="disabled", **base))
-    the_scan = scan(messages, config, cache)
+    try:
+        the_scan = scan(messages, config, cache)
+    except InvalidMessage:  # (the scan's); an item that is no message object is named
+        check_messages(messages)
+        raise
     layout = the_scan.layout
     compacted = compaction_count >= 1 or bool(layout.summaries)
     head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)

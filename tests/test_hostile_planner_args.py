@@ -4,7 +4,10 @@
 spelled as text, pins that are not indices, a focus of 5, a force of "yes" were
 Python's own errors from deep inside (AttributeError, TypeError), or were taken into
 the plan. Session 43: each is an InvalidInput (InvalidConfig for the config) naming
-the argument, raised before any work (``compressor.planargs``). ``repair_event`` with
+the argument, raised before any work (``compressor.planargs``); an item of the list
+that is no message object is InvalidMessage naming its index (``apply`` too, for one it
+would carry). What is a number in all but type (an IntEnum, an ``__index__`` object,
+``force=1``, a generator of pins) is taken as the number. ``repair_event`` with
 garbage (not CallIdRepair objects, an index no message has, a source that is neither
 ``append`` nor ``import``) was an AttributeError, a KeyError, or an event of another
 shape; now InvalidInput, and an append given such repairs appends nothing.
@@ -12,6 +15,7 @@ shape; now InvalidInput, and an append given such repairs appends nothing.
 
 from __future__ import annotations
 
+import enum
 import re
 from typing import Any
 
@@ -22,7 +26,7 @@ from hypothesis import strategies as st
 
 from ctxledger import CompressionConfig, apply, plan
 from ctxledger.compressor.planner import draft
-from ctxledger.errors import InvalidConfig, InvalidInput
+from ctxledger.errors import InvalidConfig, InvalidInput, InvalidMessage
 from ctxledger.messages import CallIdRepair
 
 CONFIG = CompressionConfig(context_length=16_000, threshold_floor_tokens=0)
@@ -64,8 +68,8 @@ WRONG: list[tuple[str, Any, type[Exception], str]] = [
     ("messages", "hello", InvalidInput, "messages must be a list of message objects, got str"),
     ("messages", {"role": "user"}, InvalidInput, "messages must be a list of message objects"),
     ("messages", 5, InvalidInput, "got int"),
-    ("messages", [*MESSAGES[:-1], "hi"], InvalidInput, "messages[24] must be a message object"),
-    ("messages", [None] * len(MESSAGES), InvalidInput, "messages[0] must be a message object"),
+    ("messages", [*MESSAGES[:-1], "hi"], InvalidMessage, "message 24: a message must be a JSON"),
+    ("messages", [None] * len(MESSAGES), InvalidMessage, "message 0: a message must be a JSON"),
     ("token_counts", "300", InvalidInput, "token_counts must be a list of integers"),
     ("token_counts", 300, InvalidInput, "token_counts must be a list of integers, one per"),
     ("token_counts", ["300"] * len(MESSAGES), InvalidInput, "non-negative integers, got '300'"),
@@ -86,7 +90,8 @@ WRONG: list[tuple[str, Any, type[Exception], str]] = [
     ("compaction_count", True, InvalidInput, "got True"),
     ("compaction_count", 1.0, InvalidInput, "got 1.0"),
     ("force", "yes", InvalidInput, "force must be True or False, got 'yes'"),
-    ("force", 1, InvalidInput, "force must be True or False, got 1"),
+    ("force", 2, InvalidInput, "force must be True or False, got 2"),
+    ("force", 1.0, InvalidInput, "got 1.0"),
     ("force", None, InvalidInput, "got None"),
     ("cache", {}, InvalidInput, "cache must be a PlanCache or None, got dict"),
     ("context_length", "16000", InvalidConfig, "context length must be a positive int"),
@@ -101,7 +106,7 @@ def test_plan_names_an_argument_of_the_wrong_type(
         planned(**{name: value})
 
 
-@pytest.mark.parametrize(("name", "value", "error", "says"), WRONG[::4], ids=range(8))
+@pytest.mark.parametrize(("name", "value", "error", "says"), WRONG[::4], ids=range(len(WRONG[::4])))
 def test_draft_checks_the_same(name: str, value: Any, error: type[Exception], says: str) -> None:
     args = {**GOOD, name: value}
     with pytest.raises(error, match=re.escape(says)):
@@ -120,23 +125,83 @@ def test_good_arguments_of_every_accepted_kind_still_plan() -> None:
     assert planned(pinned=[999]).action == "compress"  # (out of range: a note, as before)
 
 
+class Count(enum.IntEnum):
+    THREE = 3
+
+
+class Index:
+    """A number in all but type (as a numpy integer is): ``operator.index`` reads it."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    ("changes", "same_as"),
+    [
+        ({"pinned": [Count.THREE]}, {"pinned": [3]}),
+        ({"pinned": (Index(3), Index(4))}, {"pinned": [3, 4]}),
+        ({"pinned": (i for i in (3, 4))}, {"pinned": [3, 4]}),
+        ({"pinned": {3: None}.keys()}, {"pinned": [3]}),
+        ({"compaction_count": Count.THREE}, {"compaction_count": 3}),
+        ({"compaction_count": Index(2)}, {"compaction_count": 2}),
+        ({"force": 1}, {"force": True}),
+        ({"force": Index(0)}, {"force": False}),
+    ],
+    ids=range(8),
+)
+def test_a_number_in_all_but_type_is_taken_as_the_number(
+    changes: dict[str, Any], same_as: dict[str, Any]
+) -> None:
+    """An IntEnum, a numpy-like integer, a generator of pins, ``force=1``: what the
+    caller means is plain; the plan is the one the plain values make, holding ints."""
+    got, want = planned(**changes), planned(**same_as)
+    assert got == want
+    assert type(got.compaction_count) is int and type(got.forced) is bool
+    assert all(type(i) is int for i in got.pinned)
+
+
+def _last_is(item: Any) -> list[Any]:
+    return [*MESSAGES[:-1], item]
+
+
+@pytest.mark.parametrize("copy_carried", [True, False])
+@pytest.mark.parametrize(
+    "item", ["ab", "x", None, 5, [("role", "user"), ("content", "FORGED")]], ids=range(5)
+)
+def test_apply_names_a_carried_item_that_is_no_message(copy_carried: bool, item: Any) -> None:
+    """The tail is carried into the result: an item there that is no message object was
+    ``dict("ab")``'s bare ValueError, or (not copied) given back in the result as it was."""
+    the_plan = planned()
+    assert the_plan.tail_start < len(MESSAGES)
+    with pytest.raises(InvalidMessage, match=re.escape(f"message {len(MESSAGES) - 1}: a mes")):
+        apply(the_plan, _last_is(item), "the summary", copy_carried=copy_carried)
+
+
+def test_apply_names_a_system_slot_that_is_no_message() -> None:
+    with pytest.raises(InvalidMessage, match=re.escape("message 0: a message must be a JSON")):
+        apply(planned(), ["x", *MESSAGES[1:]], "the summary")
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
         ({"plan": {"action": "compress"}}, "plan must be a CompactionPlan (from plan()), got dict"),
         ({"plan": None}, "plan must be a CompactionPlan (from plan()), got NoneType"),
         ({"messages": "hi"}, "messages must be a list of message objects, got str"),
-        (
-            {"messages": [5] * len(MESSAGES)},
-            "messages[0] must be a message object (a dict), got int",
-        ),
+        ({"messages": [5] * len(MESSAGES)}, "message 0: a message must be a JSON object, got int"),
         ({"summary_text": 5}, "summary_text must be text, got int"),
         ({"summary_text": None}, "summary_text must be text, got NoneType"),
         ({"summary_text": b"x"}, "summary_text must be text, got bytes"),
         ({"copy_carried": "no"}, "copy_carried must be True or False, got 'no'"),
+        ({"copy_carried": 2}, "copy_carried must be True or False, got 2"),
     ],
 )
 def test_apply_names_an_argument_of_the_wrong_type(args: dict[str, Any], says: str) -> None:
+    """InvalidInput for each (InvalidMessage, its subclass, for an item)."""
     full = {"plan": planned(), "messages": MESSAGES, "summary_text": "the summary", **args}
     copy_carried = full.pop("copy_carried", True)
     with pytest.raises(InvalidInput, match=re.escape(says)):
@@ -176,8 +241,8 @@ REPAIR = CallIdRepair(index=0, call_index=0, original="c1", replacement="c1_b")
     [
         ([REPAIR], ["m1"], "bogus", "source must be one of append, import, got 'bogus'"),
         ([REPAIR], ["m1"], 5, "source must be one of append, import, got 5"),
-        ("c1", ["m1"], "append", "repairs must be a list of CallIdRepair, got str"),
-        (None, ["m1"], "append", "repairs must be a list of CallIdRepair, got NoneType"),
+        ("c1", ["m1"], "append", "repairs must be a list, got str"),
+        (None, ["m1"], "append", "repairs must be a list, got NoneType"),
         ([5], ["m1"], "append", "repairs[0] must be a CallIdRepair, got int"),
         ([{"index": 0}], ["m1"], "append", "repairs[0] must be a CallIdRepair, got dict"),
         ([REPAIR], [], "append", "repairs[0] names message 0, which message_ids does not hold"),

@@ -125,6 +125,8 @@ class _Builder:
     def carry(self, i: int) -> None:
         if i not in self.dropped:
             original = self.source[i]
+            if type(original) is not dict and not isinstance(original, Mapping):
+                check_messages(self.source)  # (kept as it is, it would be given back)
             plan = self.plan
             changed = i == 0 or i in self.unmerged or i in self.stripped or i == plan.merge_index
             # a message carried as it is may stay the caller's object (see apply)
@@ -186,9 +188,10 @@ def apply(
 
     Raises CompressionError for a skip plan, a plan made for another message list, or
     an empty summary (an empty summarizer answer is a failure, Hermes #11978);
-    InvalidInput for an argument of the wrong type (``planargs``), a summary included.
+    InvalidInput for an argument of the wrong type (``planargs``), a summary included;
+    InvalidMessage naming an item that is no message object.
     """
-    check_apply_args(plan, messages, summary_text, copy_carried)
+    copy_carried = check_apply_args(plan, messages, summary_text, copy_carried)
     if plan.action != "compress":
         raise CompressionError(f"cannot apply a skipped plan (reason: {plan.skip_reason})")
     if len(messages) != plan.n_messages:
@@ -202,8 +205,8 @@ def apply(
         )
     try:
         return _assembled(plan, messages, body, copy_carried)
-    except (AttributeError, TypeError):  # an item that is no message object is named
-        check_messages(messages)
+    except (AttributeError, TypeError, ValueError):  # (``dict("ab")``): an item that
+        check_messages(messages)  # is no message object is named
         raise
 
 

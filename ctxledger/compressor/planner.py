@@ -410,7 +410,7 @@ def draft(
 
     Same arguments as :func:`plan`; ``draft(...).complete() == plan(...)``.
     """
-    config, counts = check_plan_args(
+    config, counts, pinned, compaction_count, force = check_plan_args(
         messages, config, token_counts, focus=focus, pinned=pinned,
         compaction_count=compaction_count, force=force, cache=cache,
     )  # fmt: skip

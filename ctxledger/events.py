@@ -202,6 +202,10 @@ class CallIdRepairEntry(msgspec.Struct, frozen=True, kw_only=True):
     replacement: str
 
 
+#: what made a batch's call-id repairs (``ToolCallIdsRepaired.source``)
+RepairSource = Literal["append", "import"]
+
+
 class ToolCallIdsRepaired(Event, frozen=True, kw_only=True):
     """Re-used tool-call ids were given new ones (``messages.repair_call_ids``).
 
@@ -211,7 +215,7 @@ class ToolCallIdsRepaired(Event, frozen=True, kw_only=True):
     """
 
     repairs: list[CallIdRepairEntry]
-    source: Literal["append", "import"] = "append"
+    source: RepairSource = "append"
 
 
 class MessagePinned(Event, frozen=True, kw_only=True):

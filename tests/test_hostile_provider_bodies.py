@@ -27,8 +27,13 @@ HUGE = 10**5000
         {"error": {"max_tokens": HUGE, "code": "context_length_exceeded"}},
         [HUGE, {"detail": [HUGE]}],
         {"weird": HUGE, "other": object()},
+        # llama.cpp's figures: read as text beside the message ("n_ctx: ...")
+        {"error": {"message": "the request exceeds the context size", "n_ctx": HUGE}},
+        {"error": {"message": "prompt too long", "n_prompt_tokens": HUGE, "n_ctx": 4096}},
+        # a key that is such an int (a body built in Python: JSON keys are text)
+        {HUGE: "prompt is too long", "error": {HUGE: {"n_ctx": 1}}},
     ],
-    ids=range(7),
+    ids=range(10),
 )
 def test_a_body_holding_a_huge_integer_is_classified(body: Any) -> None:
     ledger = Ledger.open(":memory:")

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from ctxledger.errors import InvalidInput
-from ctxledger.events import CallIdRepairEntry, ToolCallIdsRepaired
+from ctxledger.events import CallIdRepairEntry, RepairSource, ToolCallIdsRepaired
 from ctxledger.integers import shown
+from ctxledger.ledger.eventcheck import listed
 from ctxledger.messages import CallIdRepair
 
 _log = logging.getLogger("ctxledger")
 
-#: what made a batch's repairs: an append, or an import
-SOURCES = ("append", "import")
+#: what made a batch's repairs: an append, or an import (the event's own Literal)
+SOURCES: tuple[str, ...] = get_args(RepairSource)
 
 
 def repair_event(
@@ -59,21 +60,18 @@ def check_repairs(repairs: object, message_ids: object, source: object) -> None:
     or an event of another shape appended to the log)."""
     if source not in SOURCES:
         raise InvalidInput(f"source must be one of {', '.join(SOURCES)}, got {shown(source)}")
-    if not isinstance(repairs, Sequence) or isinstance(repairs, str | bytes | bytearray):
-        raise InvalidInput(f"repairs must be a list of CallIdRepair, got {type(repairs).__name__}")
-    if not (_listing(message_ids) or isinstance(message_ids, Mapping)):
+    made = listed(repairs, "repairs")
+    if not isinstance(message_ids, Mapping | Sequence) or isinstance(
+        message_ids, str | bytes | bytearray
+    ):
         raise InvalidInput(
             f"message_ids must be a list of message ids or a mapping of indices to them, "
             f"got {type(message_ids).__name__}"
         )
-    for i, r in enumerate(repairs):
+    for i, r in enumerate(made):
         problem = _problem(r, message_ids)
         if problem is not None:
             raise InvalidInput(f"repairs[{i}] {problem}")
-
-
-def _listing(value: object) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray)
 
 
 def _problem(r: object, message_ids: Any) -> str | None:

@@ -17,6 +17,7 @@ from typing import Literal, Union
 
 import msgspec
 
+from ctxledger import integers
 from ctxledger.errors import IntegrityError, InvalidEvent, UnknownBlob
 from ctxledger.events import (
     EVENT_DECODER,
@@ -35,8 +36,6 @@ from ctxledger.eventstore.contents import (
     layout_problem,
     layout_refs,
 )
-from ctxledger.integers import shown as quoted
-from ctxledger.integers import shown_id
 from ctxledger.messages import JSON
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
@@ -194,7 +193,7 @@ def undecodable(seq: int, problem: object) -> InvalidEvent:
 def shown(value: object, *, whole: bool = False) -> str:
     """A column's value as an error names it: ``NULL`` or quoted short (a file's column may
     hold megabytes or control bytes); `whole`: an id, quoted whole to be copied (``shown_id``)."""
-    return "NULL" if value is None else (shown_id if whole else quoted)(value)
+    return "NULL" if value is None else (integers.shown_id if whole else integers.shown)(value)
 
 
 def decode_stored(payload: bytes, schema: int) -> Event:

@@ -88,12 +88,12 @@ def _index(value: object, what: str) -> int:
 def _pins(pinned: Any) -> Collection[int]:
     """The pins as given when they are ints (a set, a list, a range), else as a list of
     ints (index-like values, a generator materialized)."""
-    if type(pinned) not in _PLAIN and (
-        not isinstance(pinned, Iterable) or isinstance(pinned, _NOT_LISTS)
-    ):
+    plain = type(pinned) in _PLAIN
+    if not plain and (not isinstance(pinned, Iterable) or isinstance(pinned, _NOT_LISTS)):
         raise InvalidInput(f"pinned must be a collection of message indices, got {_named(pinned)}")
-    if isinstance(pinned, Collection) and set(map(type, pinned)) <= {int}:
-        return pinned
+    ints: Collection[int] = pinned
+    if (plain or isinstance(pinned, Collection)) and set(map(type, pinned)) <= {int}:
+        return ints
     return [_index(p, "pinned must hold message indices (integers)") for p in pinned]
 
 

@@ -202,10 +202,6 @@ class CallIdRepairEntry(msgspec.Struct, frozen=True, kw_only=True):
     replacement: str
 
 
-#: what made a batch's call-id repairs (``ToolCallIdsRepaired.source``)
-RepairSource = Literal["append", "import"]
-
-
 class ToolCallIdsRepaired(Event, frozen=True, kw_only=True):
     """Re-used tool-call ids were given new ones (``messages.repair_call_ids``).
 
@@ -215,7 +211,7 @@ class ToolCallIdsRepaired(Event, frozen=True, kw_only=True):
     """
 
     repairs: list[CallIdRepairEntry]
-    source: RepairSource = "append"
+    source: Literal["append", "import"] = "append"
 
 
 class MessagePinned(Event, frozen=True, kw_only=True):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, get_args
+from typing import Any, get_args, get_type_hints
 
 from ctxledger.errors import InvalidInput
-from ctxledger.events import CallIdRepairEntry, RepairSource, ToolCallIdsRepaired
+from ctxledger.events import CallIdRepairEntry, ToolCallIdsRepaired
 from ctxledger.integers import shown
 from ctxledger.ledger.eventcheck import listed
 from ctxledger.messages import CallIdRepair
@@ -17,7 +17,7 @@ from ctxledger.messages import CallIdRepair
 _log = logging.getLogger("ctxledger")
 
 #: what made a batch's repairs: an append, or an import (the event's own Literal)
-SOURCES: tuple[str, ...] = get_args(RepairSource)
+SOURCES: tuple[str, ...] = get_args(get_type_hints(ToolCallIdsRepaired)["source"])
 
 
 def repair_event(

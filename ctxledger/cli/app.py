@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
+from ctxledger.cli.interrupt import interrupted, raw_interrupts
+from ctxledger.cli.leftovers import Before, taken, tidy
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
@@ -65,6 +67,10 @@ class State:
         self._ledger: Ledger | None = None
         #: the command failed and said why (handle_errors): close adds no second line
         self.failed = False
+        #: the command ended in failure (an error, an interrupt, an exit status not 0):
+        #: close removes what its open made if nothing was appended (:mod:`.leftovers`)
+        self.aborted = False
+        self._before: Before | None = None
         self._settings: ResolvedConfig | None = None
 
     @property
@@ -111,11 +117,18 @@ class State:
             if existing or reads:
                 require_ledger_file(self.db)
             must = existing or reads  # (a URL holding no ledger: refused at the open)
-            if reads:
-                opened = open_for_reading(self.db, lambda ro: self._open(ro, must), note)
-                self._ledger = opened[0]
-            else:  # an empty file names nothing recorded: read, not made a ledger
-                self._ledger = self._open(existing and _empty_file(self.db), must)
+            # (what a failed command leaves, .leftovers; one that reads makes no ledger)
+            self._before = taken(self.db, makes=not must)
+            try:
+                if reads:
+                    opened = open_for_reading(self.db, lambda ro: self._open(ro, must), note)
+                    self._ledger = opened[0]
+                else:  # an empty file names nothing recorded: read, not made a ledger
+                    self._ledger = self._open(existing and _empty_file(self.db), must)
+            except BaseException:
+                if self._before is not None:  # (an open that failed appended nothing)
+                    tidy(self._before, 0)
+                raise
         return self._ledger
 
     def _open(self, read_only: bool, existing: bool) -> Ledger:
@@ -132,14 +145,29 @@ class State:
         says so and exits 1: what it printed may be torn. A command that already failed
         (its one error line printed, its exit code set) keeps that line and code."""
         if self._ledger is not None:
+            stopped = False
             try:
                 self._ledger.store.check_unchanged()
             except CtxLedgerError as exc:
                 if not self.failed:
                     click.echo(f"error: {_one_line(exc)}", err=True)
                     sys.exit(1)
+            except KeyboardInterrupt:
+                self.aborted = stopped = True
             finally:
-                self._ledger.close()
+                self._close_tidily(self._ledger)
+            if stopped:
+                interrupted()
+
+    def _close_tidily(self, ledger: Ledger) -> None:
+        """Close `ledger`; after a failure, remove what its open made (:mod:`.leftovers`)."""
+        events: int | None = None
+        if self.aborted and self._before is not None:
+            with contextlib.suppress(Exception):
+                events = ledger.store.last_seq()
+        ledger.close()
+        if events is not None and self._before is not None:
+            tidy(self._before, events)
 
 
 class _WarningLines(logging.Handler):
@@ -209,11 +237,17 @@ def reading_store(target: str, option: str) -> Iterator[EventStore]:
     ``migrate --from``), which must exist: opened as :func:`open_for_reading` says, its
     reads checked for a change (:func:`_checked`)."""
     require_ledger_file(target, option)
-    opened, _ = open_for_reading(
-        target, lambda ro: open_store(target, read_only=ro, existing=option), note
-    )
-    with opened as store, _checked(store):
-        yield store
+    before = taken(target, makes=False)  # (a failure leaves no .lock it made: .leftovers)
+    try:
+        opened, _ = open_for_reading(
+            target, lambda ro: open_store(target, read_only=ro, existing=option), note
+        )
+        with opened as store, _checked(store):
+            yield store
+    except BaseException:
+        if before is not None:
+            tidy(before, 0)
+        raise
 
 
 @contextlib.contextmanager
@@ -354,6 +388,11 @@ class LedgerGroup(click.Group):
             raise
         except click.UsageError as exc:
             raise _usage_line(exc) from exc
+        except KeyboardInterrupt:  # (outside a command's handle_errors; click said "Aborted!", 1)
+            state = ctx.find_object(State)
+            if state is not None:
+                state.aborted = True
+            interrupted()
 
 
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -466,17 +505,37 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with raw_interrupts():
+                return fn(*args, **kwargs)
         except CtxLedgerError as exc:
-            ctx = click.get_current_context(silent=True)
-            state = ctx.find_object(State) if ctx is not None else None
+            state = _current_state()
             if state is not None:
-                state.failed = True
+                state.failed = state.aborted = True
                 exc = state.changed_instead(exc)
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2 if isinstance(exc, InvalidInput | NotFound) else 1)
+        except KeyboardInterrupt:
+            state = _current_state()
+            if state is not None:
+                state.failed = state.aborted = True
+            interrupted()
+        except SystemExit as exc:
+            state = _current_state()
+            if state is not None and exc.code not in (0, None):
+                state.aborted = True
+            raise
+        except BaseException:
+            state = _current_state()
+            if state is not None:
+                state.aborted = True
+            raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def _current_state() -> State | None:
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_object(State) if ctx is not None else None
 
 
 def _one_line(exc: Exception) -> str:

@@ -18,6 +18,7 @@ from ctxledger.cli.app import (
     reading_store,
     state_of,
 )
+from ctxledger.cli.leftovers import taken, tidy
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import CtxLedgerError, InvalidInput, LedgerChanged
 from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_store
@@ -54,7 +55,8 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     # a SQLite copy commits without fsync and is made durable when closed (the WAL is
     # checkpointed); over the network a durable commit costs little more. The source is
     # opened read-only where it cannot be written (an archive, another user's file)
-    copied = 0
+    copied: int | None = None
+    before = taken(dest)  # (a failed copy into a new file leaves none: cli.leftovers)
     try:
         with (
             reading_store(source, "--from") as src,
@@ -64,9 +66,12 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
                 report = copy_ledger(src, dst, batch_events=batch_events)
             finally:
                 copied = _events_in(dst)
-    except LedgerChanged as exc:  # --to must be empty: once the copy began, say to empty it
-        if not copied:
+    except BaseException as exc:
+        if before is not None and copied == 0:
+            tidy(before, copied)
+        if not copied or not isinstance(exc, LedgerChanged):
             raise
+        # --to must be empty: once the copy began, say to empty it
         raise LedgerChanged(f"{exc}, after emptying --to {dest} (it holds the copy)") from exc
     if as_json:
         emit_json(report)
@@ -79,12 +84,12 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     )
 
 
-def _events_in(store: EventStore) -> int:
-    """The last seq of `store` (0: empty, or it cannot say)."""
+def _events_in(store: EventStore) -> int | None:
+    """The last seq of `store` (0: empty), None when it cannot say."""
     try:
         return store.last_seq()
     except CtxLedgerError:
-        return 0
+        return None
 
 
 @cli.command()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
+from ctxledger.eventstore.files import LEASES_SUFFIX, SIDE_SUFFIXES
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.inputfile import path_exists, shown_path
 from ctxledger.ledger.facade import Ledger
@@ -183,10 +185,23 @@ def scratch_ledger(
         durability="normal",
     )
     ledger.quiet_repairs = True
+    finished = False
     try:
         yield ledger
+        finished = True
     finally:
         ledger.close()
+        if out is not None and not finished:  # cut short (an error, Ctrl-C): no half OUT
+            _remove_ledger_files(os.fspath(out))
+
+
+def _remove_ledger_files(path: str) -> None:
+    """Remove the ledger at `path`, made by this what-if, and every file beside it."""
+    for name in (path, *(path + suffix for suffix in SIDE_SUFFIXES)):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    with contextlib.suppress(OSError):
+        shutil.rmtree(path + LEASES_SUFFIX)
 
 
 async def replay_into(

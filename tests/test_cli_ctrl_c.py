@@ -13,9 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import struct
 import sys
-import termios
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 
 from ctxledger import Ledger
 from ctxledger.ledger.importing import import_sessions
-from tests.helpers.ctrl_c import Interrupted, in_session, interrupt
+from tests.helpers.ctrl_c import Interrupted, in_session, interrupt, unread
 from tests.helpers.ledger_helpers import compact_now
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals")
@@ -51,11 +49,6 @@ def _events(db: Path) -> int:
         report = ledger.store.verify()
         assert report.ok, report
         return ledger.store.last_seq()
-
-
-def _unread(fd: int) -> int:
-    """How many bytes written to a pipe no reader has read yet."""
-    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def _listing(folder: Path) -> list[str]:
@@ -109,7 +102,7 @@ def test_ctrl_c_while_import_reads_stdin_leaves_nothing(tmp_path: Path) -> None:
             ["--db", "new/l.db", "import", "-", "--format", "openai"],
             cwd=str(tmp_path),
             env=_env(),
-            ready=lambda _shown: _unread(writer) == 0,  # (it is reading: waits for more)
+            ready=lambda _shown: unread(writer) == 0,  # (it is reading: waits for more)
             stdin_file=str(fifo),
         )
     finally:

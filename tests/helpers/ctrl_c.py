@@ -10,11 +10,14 @@ non-interactive shell ignores it, and an ignored SIGINT is inherited through ``e
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
 import sys
+import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +64,12 @@ def interrupt(
         return _reaped(pid, seen)
     finally:
         os.close(master)
+
+
+def unread(fd: int) -> int:
+    """How many bytes written to a pipe (`fd`, its writing end) no reader has read yet:
+    0 once the command read them all and waits for more."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def _read_until(master: int, seen: bytearray, done: Callable[[], bool]) -> None:

@@ -514,20 +514,15 @@ def handle_errors(fn: F) -> F:
                 exc = state.changed_instead(exc)
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2 if isinstance(exc, InvalidInput | NotFound) else 1)
-        except KeyboardInterrupt:
+        except BaseException as exc:  # (Ctrl-C, an exit status, a bug: what was made goes)
             state = _current_state()
-            if state is not None:
-                state.failed = state.aborted = True
-            interrupted()
-        except SystemExit as exc:
-            state = _current_state()
-            if state is not None and exc.code not in (0, None):
+            ok = getattr(exc, "code", getattr(exc, "exit_code", 1)) in (0, None)
+            if state is not None and not ok:
                 state.aborted = True
-            raise
-        except BaseException:
-            state = _current_state()
-            if state is not None:
-                state.aborted = True
+            if isinstance(exc, KeyboardInterrupt):
+                if state is not None:
+                    state.failed = True  # (its one line is the interrupt's)
+                interrupted()
             raise
 
     return wrapper  # type: ignore[return-value]

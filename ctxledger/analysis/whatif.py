@@ -177,20 +177,22 @@ def scratch_ledger(
     """
     if out is not None and path_exists(out, "--out"):
         raise InvalidInput(f"{shown_path(out)} already exists: give --out a new file name")
-    ledger = Ledger.open(
-        TEMPORARY if out is None else Path(out),
-        clock=clock,
-        ids=ids,
-        config=config,
-        durability="normal",
-    )
-    ledger.quiet_repairs = True
+    ledger: Ledger | None = None
     finished = False
-    try:
+    try:  # (the open too: Ctrl-C there left OUT made and not yet closed)
+        ledger = Ledger.open(
+            TEMPORARY if out is None else Path(out),
+            clock=clock,
+            ids=ids,
+            config=config,
+            durability="normal",
+        )
+        ledger.quiet_repairs = True
         yield ledger
         finished = True
     finally:
-        ledger.close()
+        if ledger is not None:
+            ledger.close()
         if out is not None and not finished:  # cut short (an error, Ctrl-C): no half OUT
             _remove_ledger_files(os.fspath(out))
 

@@ -204,3 +204,17 @@ def test_ctrl_c_stops_serve_cleanly_with_status_0(tmp_path: Path) -> None:
     _check(run, status=0)
     assert "Shutting down" in run.output and "interrupted" not in run.output, run.output
     assert _events(db) == held
+
+
+def test_ctrl_c_of_demo_keeps_what_it_recorded_with_its_head_sealed(tmp_path: Path) -> None:
+    """An interrupted demo's events are the log (kept), and its ledger is closed on the
+    way out, so the head anchor is sealed (it was missing until the next open)."""
+    run = interrupt(
+        ["--db", "l.db", "demo", "--turns", "30"],
+        cwd=str(tmp_path),
+        env=_env(),
+        ready=lambda shown: "session:" in shown,  # (its session is started: events exist)
+    )
+    _check(run)
+    assert (tmp_path / "l.db.head").exists(), _listing(tmp_path)
+    assert _events(tmp_path / "l.db") > 0

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,7 +79,7 @@ from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
-from ctxledger.eventstore.files import LEASES_SUFFIX, SIDE_SUFFIXES
+from ctxledger.eventstore.leftovers import create, taken, tidy
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.inputfile import path_exists, shown_path
 from ctxledger.ledger.facade import Ledger
@@ -177,9 +176,18 @@ def scratch_ledger(
     """
     if out is not None and path_exists(out, "--out"):
         raise InvalidInput(f"{shown_path(out)} already exists: give --out a new file name")
+    before = None if out is None else taken(os.fspath(out))
     ledger: Ledger | None = None
     finished = False
     try:  # (the open too: Ctrl-C there left OUT made and not yet closed)
+        if before is not None:  # OUT made here first (O_EXCL): provably this what-if's
+            try:
+                before = create(before)
+            except FileExistsError:
+                found, before = before.path, None
+                raise InvalidInput(
+                    f"{shown_path(found)} already exists: give --out a new file name"
+                ) from None
         ledger = Ledger.open(
             TEMPORARY if out is None else Path(out),
             clock=clock,
@@ -193,17 +201,8 @@ def scratch_ledger(
     finally:
         if ledger is not None:
             ledger.close()
-        if out is not None and not finished:  # cut short (an error, Ctrl-C): no half OUT
-            _remove_ledger_files(os.fspath(out))
-
-
-def _remove_ledger_files(path: str) -> None:
-    """Remove the ledger at `path`, made by this what-if, and every file beside it."""
-    for name in (path, *(path + suffix for suffix in SIDE_SUFFIXES)):
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-    with contextlib.suppress(OSError):
-        shutil.rmtree(path + LEASES_SUFFIX)
+        if before is not None and not finished:  # cut short (an error, Ctrl-C)
+            tidy(before)
 
 
 async def replay_into(

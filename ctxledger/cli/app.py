@@ -17,8 +17,12 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
-from ctxledger.cli.interrupt import interrupted, raw_interrupts
-from ctxledger.cli.leftovers import Before, taken, tidy
+from ctxledger.cli.interrupt import (
+    ignoring_interrupts,
+    interrupted,
+    raw_interrupts,
+    restored_interrupts,
+)
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
@@ -31,6 +35,8 @@ from ctxledger.errors import (
     described,
 )
 from ctxledger.eventstore.base import EventStore
+from ctxledger.eventstore.leftovers import Before, taken, tidy
+from ctxledger.eventstore.leftovers import opened as opened_file
 from ctxledger.eventstore.opening import (
     default_db_path,
     open_for_reading,
@@ -126,9 +132,10 @@ class State:
                 else:  # an empty file names nothing recorded: read, not made a ledger
                     self._ledger = self._open(existing and _empty_file(self.db), must)
             except BaseException:
-                if self._before is not None:  # (an open that failed appended nothing)
-                    tidy(self._before, 0)
+                if self._before is not None:  # (an open that failed proves nothing made)
+                    tidy(self._before)
                 raise
+            self._before = opened_file(self._before)
         return self._ledger
 
     def _open(self, read_only: bool, existing: bool) -> Ledger:
@@ -144,30 +151,23 @@ class State:
         """Close the ledger; a read-only (lock-free) read whose file changed meanwhile
         says so and exits 1: what it printed may be torn. A command that already failed
         (its one error line printed, its exit code set) keeps that line and code."""
-        if self._ledger is not None:
-            stopped = False
+        if self._ledger is None:
+            return
+        with ignoring_interrupts():  # (a Ctrl-C now is dropped: the close, its seal, ends)
             try:
                 self._ledger.store.check_unchanged()
             except CtxLedgerError as exc:
                 if not self.failed:
                     click.echo(f"error: {_one_line(exc)}", err=True)
                     sys.exit(1)
-            except KeyboardInterrupt:
-                self.aborted = stopped = True
             finally:
                 self._close_tidily(self._ledger)
-            if stopped:
-                interrupted()
 
     def _close_tidily(self, ledger: Ledger) -> None:
         """Close `ledger`; after a failure, remove what its open made (:mod:`.leftovers`)."""
-        events: int | None = None
-        if self.aborted and self._before is not None:
-            with contextlib.suppress(Exception):
-                events = ledger.store.last_seq()
         ledger.close()
-        if events is not None and self._before is not None:
-            tidy(self._before, events)
+        if self.aborted and self._before is not None:
+            tidy(self._before)
 
 
 class _WarningLines(logging.Handler):
@@ -246,7 +246,7 @@ def reading_store(target: str, option: str) -> Iterator[EventStore]:
             yield store
     except BaseException:
         if before is not None:
-            tidy(before, 0)
+            tidy(before)
         raise
 
 
@@ -380,6 +380,10 @@ class LedgerGroup(click.Group):
             raise  # `ctxledger` alone prints its help
         except click.UsageError as exc:
             raise _usage_line(exc) from exc
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with restored_interrupts():  # (an in-process host keeps its own SIGINT handler)
+            return super().main(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

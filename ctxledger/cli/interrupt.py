@@ -25,7 +25,13 @@ from typing import NoReturn
 
 import click
 
-__all__ = ["INTERRUPTED", "interrupted", "raw_interrupts"]
+__all__ = [
+    "INTERRUPTED",
+    "ignoring_interrupts",
+    "interrupted",
+    "raw_interrupts",
+    "restored_interrupts",
+]
 
 #: the exit status of a command stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
 INTERRUPTED = 130
@@ -45,7 +51,27 @@ def interrupted() -> NoReturn:
 
 
 def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    # a second Ctrl-C is ignored from the first: the finally blocks it unwinds through
+    # (a demo's ledger close sealing its head, a what-if's scratch ledger) run to the end
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def ignoring_interrupts() -> Iterator[None]:
+    """SIGINT is ignored inside (closing the ledger: its seal, the tidy of a failed
+    command), then the handler before is back. Ignored rather than blocked: a blocked
+    SIGINT may be taken by another thread, or come when unblocked as ``Aborted!``, exit 1,
+    after a command that succeeded. Nothing changes off the main thread."""
+    try:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # (not the main thread)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @contextlib.contextmanager
@@ -61,8 +87,28 @@ def raw_interrupts() -> Iterator[None]:
         yield
         return
     signal.signal(signal.SIGINT, _raise_interrupt)
+    stopped = False
+    try:
+        yield
+    except KeyboardInterrupt:
+        stopped = True  # (SIGINT stays ignored: interrupted() is next, then the close)
+        raise
+    finally:
+        if not stopped and signal.getsignal(signal.SIGINT) in (_raise_interrupt, signal.SIG_IGN):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def restored_interrupts() -> Iterator[None]:
+    """The SIGINT handler found on entry is back on exit (the root group's ``main``):
+    :func:`interrupted` ignores SIGINT until the process ends, which a host that runs the
+    command in its own process (a test's ``CliRunner``) must not inherit."""
+    try:
+        before = signal.getsignal(signal.SIGINT)
+    except ValueError:  # pragma: no cover
+        before = None
     try:
         yield
     finally:
-        if signal.getsignal(signal.SIGINT) is _raise_interrupt:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if before is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, before)

@@ -18,10 +18,10 @@ from ctxledger.cli.app import (
     reading_store,
     state_of,
 )
-from ctxledger.cli.leftovers import taken, tidy
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import CtxLedgerError, InvalidInput, LedgerChanged
 from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_store
+from ctxledger.eventstore.leftovers import opened, taken, tidy
 from ctxledger.eventstore.opening import refuse_unfit_path, target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
@@ -56,19 +56,20 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     # checkpointed); over the network a durable commit costs little more. The source is
     # opened read-only where it cannot be written (an archive, another user's file)
     copied: int | None = None
-    before = taken(dest)  # (a failed copy into a new file leaves none: cli.leftovers)
+    before = taken(dest)  # (a failed copy into a new file leaves none: .leftovers)
     try:
         with (
             reading_store(source, "--from") as src,
             open_store(dest, durability="full" if is_url(dest) else "normal") as dst,
         ):
+            before = opened(before)
             try:
                 report = copy_ledger(src, dst, batch_events=batch_events)
             finally:
                 copied = _events_in(dst)
     except BaseException as exc:
-        if before is not None and copied == 0:
-            tidy(before, copied)
+        if before is not None and copied == 0:  # (tidy proves it holds no event)
+            tidy(before)
         if not copied or not isinstance(exc, LedgerChanged):
             raise
         # --to must be empty: once the copy began, say to empty it

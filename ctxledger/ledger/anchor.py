@@ -204,8 +204,14 @@ def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
     empty file of a truncate-then-write. (A symlinked anchor stays a link.)
     """
     path = Path(os.path.realpath(anchor_path(db)))
+    body = HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head))
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        except FileNotFoundError:  # the first anchor: appears whole, never empty
+            if _create(path, msgspec.json.encode(body)):
+                return True
+            continue  # (another closer made it first: lock and compare)
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO's read waited forever
             os.close(fd)
             raise NotAFile(errno.EINVAL, "not a regular file", str(path))
@@ -222,7 +228,6 @@ def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
                     current = None
                 if current is not None and current.seq >= seq:
                     return False
-            body = HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head))
             _replace(path, msgspec.json.encode(body))
         return True
 
@@ -235,6 +240,35 @@ def _still_at(fd: int, path: Path) -> bool:
         return False
     there = os.fstat(fd)
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _create(path: Path, body: bytes) -> bool:
+    """Make the anchor at `path` holding `body`, written to a temporary file first and
+    linked into place (False: one is there already). An empty anchor file (the lock
+    target an interrupted first seal left, which ``verify`` called tampered) never shows."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    _sync_folder(path)
+    return True
+
+
+def _sync_folder(path: Path) -> None:
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def _replace(path: Path, body: bytes) -> None:
@@ -253,11 +287,7 @@ def _replace(path: Path, body: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    _sync_folder(path)
 
 
 def seal_anchor(store: EventStore, db: str | os.PathLike[str]) -> bool:

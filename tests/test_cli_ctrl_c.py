@@ -45,7 +45,9 @@ def _env() -> dict[str, str]:
 
 
 def _events(db: Path) -> int:
-    with Ledger.open(db) as ledger:
+    """The ledger verifies; its event count. Read-only: makes no ``.lock`` (a listing
+    taken after it still sees one the command left)."""
+    with Ledger.open(db, read_only=True, existing=True) as ledger:
         report = ledger.store.verify()
         assert report.ok, report
         return ledger.store.last_seq()
@@ -116,7 +118,7 @@ def test_ctrl_c_during_import_s_append_keeps_the_ledger_as_it_was(tmp_path: Path
     _ledger_with(db, 2)
     held = _events(db)
     source = tmp_path / "big.json"
-    source.write_text(json.dumps(_messages(8000)))
+    source.write_text(json.dumps(_messages(24000)))
     before = _listing(tmp_path)
     run = interrupt(
         ["--db", "l.db", "import", "big.json"],
@@ -154,11 +156,11 @@ def test_ctrl_c_of_compress_waiting_to_append_records_nothing(tmp_path: Path) ->
 
 @pytest.fixture(scope="module")
 def compacted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A ledger of one session of 4,000 messages compacted once (its audit and its
+    """A ledger of one session of 12,000 messages compacted once (its audit and its
     what-if take seconds: Ctrl-C comes while they run)."""
     folder = tmp_path_factory.mktemp("compacted")
     db = folder / "l.db"
-    sid = _ledger_with(db, 2000)
+    sid = _ledger_with(db, 6000)
     with Ledger.open(db) as ledger:
         compact_now(ledger, sid)
     os.unlink(folder / "l.db.lock")  # (a failed command must not make one)
@@ -178,8 +180,8 @@ def test_ctrl_c_of_a_long_read_leaves_nothing(
     compacted: tuple[Path, str], args: list[str], shown: str
 ) -> None:
     db, sid = compacted
+    before = _listing(db.parent)  # (listed first: nothing of the test's own in it)
     held = _events(db)
-    before = _listing(db.parent)
     run = interrupt(
         ["--db", "l.db", *(a.format(sid=sid) for a in args)],
         cwd=str(db.parent),

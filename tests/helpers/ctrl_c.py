@@ -10,6 +10,7 @@ non-interactive shell ignores it, and an ignored SIGINT is inherited through ``e
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -62,6 +63,11 @@ def interrupt(
         os.write(master, b"\x03")
         _read_until(master, seen, lambda: False)  # to the end of its output
         return _reaped(pid, seen)
+    except BaseException:  # (a timeout, a test's own Ctrl-C): no child left running
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
     finally:
         os.close(master)
 

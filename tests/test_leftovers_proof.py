@@ -139,3 +139,18 @@ def test_a_whatif_cut_short_leaves_no_out_and_no_folder(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), _scratch(out):  # type: ignore[attr-defined]
         raise RuntimeError("cut short")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_whatif_out_cut_short_in_its_open_leaves_no_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C inside the scratch ledger's open, before its ``.lock`` existed."""
+    out = tmp_path / "o.db"
+
+    def cut(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(whatif_module.Ledger, "open", cut)
+    with pytest.raises(KeyboardInterrupt), _scratch(out):  # type: ignore[attr-defined]
+        pass
+    assert os.listdir(tmp_path) == []

@@ -145,7 +145,11 @@ def _remove_made_ledger(before: Before) -> None:
     if fcntl is None:
         return
     lock = before.path + LOCK_SUFFIX
-    fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)  # (none: keep all)
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(lock, flags)
+    except FileNotFoundError:  # (an open cut short before it made one: made here)
+        fd = os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (busy: OSError, keep all)
         if not _ours_and_empty(before):

@@ -136,25 +136,37 @@ def _raw_full(path: str) -> sqlite3.Connection:
     return _raw_connection(path, "FULL")
 
 
+def batched_writer(events: list[MessageAppended], batch: int) -> Callable[[Any], None]:
+    """Append `events` to a store in appends of `batch` (one stream each), versions checked."""
+
+    def write(store: SQLiteEventStore) -> None:
+        versions: dict[str, int] = {}
+        for chunk in _batches(events, batch):
+            stream = chunk[0].session_id  # make_events keeps each block of 1000 in one stream
+            versions[stream] = store.append(stream, chunk, versions.get(stream, 0))
+
+    return write
+
+
+def raw_batched_writer(payloads: list[tuple[bytes]], batch: int) -> Callable[[Any], None]:
+    """executemany `payloads` into _raw_full's table, one transaction per `batch`."""
+
+    def write(conn: sqlite3.Connection) -> None:
+        for lo in range(0, len(payloads), batch):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO events (payload) VALUES (?)", payloads[lo : lo + batch])
+            conn.execute("COMMIT")
+
+    return write
+
+
 def bench_batched_append(
     events: int = 200_000, batch: int = 1000, rounds: int = 3, workdir: str | None = None
 ) -> Result:
     """Batched append (durability full) vs raw executemany of the same payload bytes."""
     evs = make_events(events)
-    payloads = [(msgspec.json.encode(e),) for e in evs]
-
-    def ours_write(store: SQLiteEventStore) -> None:
-        versions: dict[str, int] = {}
-        for chunk in _batches(evs, batch):
-            stream = chunk[0].session_id  # make_events keeps each block of 1000 in one stream
-            versions[stream] = store.append(stream, chunk, versions.get(stream, 0))
-
-    def raw_write(conn: sqlite3.Connection) -> None:
-        for lo in range(0, events, batch):
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT INTO events (payload) VALUES (?)", payloads[lo : lo + batch])
-            conn.execute("COMMIT")
-
+    ours_write = batched_writer(evs, batch)
+    raw_write = raw_batched_writer([(msgspec.json.encode(e),) for e in evs], batch)
     cpu: dict[str, list[float]] = {"ours": [], "raw": []}
 
     def timed(side: str, open_: Callable[[str], Any], write: Callable[[Any], None]) -> float:

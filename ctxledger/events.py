@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from ctxledger.errors import FailureClass, InvalidEvent
+from ctxledger.integers import shown
 from ctxledger.messages import JSON, StoredRole
 from ctxledger.usage import CanonicalUsage
 
@@ -411,7 +412,7 @@ def schema_of(kind: str) -> int:
     try:
         return EVENT_TYPES[kind].SCHEMA
     except KeyError:
-        raise InvalidEvent(f"unknown event kind {kind!r}") from None
+        raise InvalidEvent(f"unknown event kind {shown(kind)}") from None
 
 
 # --- encoding, decoding, upcasting ---------------------------------------------------

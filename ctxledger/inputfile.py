@@ -18,10 +18,12 @@ import errno
 import os
 import select
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import printable, shown
 
 __all__ = [
     "WRITER_WAIT",
@@ -30,6 +32,7 @@ __all__ = [
     "is_stream",
     "open_input",
     "path_exists",
+    "path_text",
     "read_capped",
     "readable_kind",
     "shown_path",
@@ -141,9 +144,38 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
 
 
 def shown_path(path: str | os.PathLike[str]) -> str:
-    """`path` as a message shows it: cut at :data:`SHOWN_PATH` characters."""
+    """`path` as a message shows it: cut at :data:`SHOWN_PATH` characters, a character a
+    terminal would act on escaped (a file name may hold ESC)."""
     text = os.fspath(path)
-    return text if len(text) <= SHOWN_PATH else text[:SHOWN_PATH] + "…"
+    return printable(text if len(text) <= SHOWN_PATH else text[:SHOWN_PATH] + "…")
+
+
+def path_text(
+    path: object,
+    what: str,
+    error: type[InvalidInput] = InvalidInput,
+    *,
+    expected: str = "must be text or a path",
+    named: Callable[[str], str] | None = None,
+    noun: str | Callable[[str], str] = "file name",
+) -> str:
+    """`path` (text, bytes or path-like) as text, else `error`: a number was a TypeError,
+    a NUL a ValueError and a lone surrogate a UnicodeEncodeError from the open; no
+    `noun` (of the text) holds either. The messages read "`what` `expected`, got int"
+    and "`named` (of the text) holds a NUL character, which no `noun` can" (`named` by
+    default: `what` and the text quoted short)."""
+    if not isinstance(path, str | bytes | os.PathLike):
+        raise error(f"{what} {expected}, got {type(path).__name__}")
+    text = os.fsdecode(path)
+    name = named or (lambda text: f"{what} {shown(text)}")
+    kind = noun if isinstance(noun, str) else noun(text)
+    if "\x00" in text:
+        raise error(f"{name(text)} holds a NUL character, which no {kind} can")
+    try:  # ('\udcff' is byte 0xff: a name can hold it; '\ud800' no file system can)
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise error(f"{name(text)} holds a lone surrogate, which no {kind} can") from None
+    return text
 
 
 def stat_of(path: str | os.PathLike[str], what: str) -> os.stat_result | None:

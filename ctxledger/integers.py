@@ -7,11 +7,16 @@ options) goes through :func:`ascii_int`, so one kind of value is read one way.
 
 Blanks: spaces and tabs around the digits are allowed, everywhere (``int()`` allowed
 them, and HTTP strips them around a header value); nothing is allowed inside.
+
+Values quoted in errors live here too: :func:`shown` (any value, short), :func:`shown_id`
+(an id, whole), and the one set of characters ctxledger will not print as they are
+(:data:`NOT_PRINTED_IN_LINE`, escaped by :func:`escaped`; ``ctxledger.terminal`` uses it).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import reprlib
 
 #: the most digits ``int()`` reads by default (``sys.int_info.default_max_str_digits``)
@@ -57,17 +62,104 @@ _SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, 60, 60, 
 
 
 def shown(value: object) -> str:
-    """A value of any type as an error quotes it: short, and never an error itself (a
-    list nesting 5,000 levels or holding itself raised RecursionError from ``repr``, an
-    int of 5,000 digits ValueError, a 2 MB string was quoted whole)."""
+    """A value of any type as an error quotes it: short, plain text, and never an error
+    itself (a list nesting 5,000 levels or holding itself raised RecursionError from
+    ``repr``, an int of 5,000 digits ValueError, a 2 MB string was quoted whole, an
+    object's own ``repr`` could hold terminal control bytes)."""
     if isinstance(value, int) and value.bit_length() > 128:
         return f"an integer of {decimal_digits(value):,} digits"
     if isinstance(value, str):  # a cut says how long the whole is
         return quoted_short(str.__str__(value))
     try:
-        return _SHOWN.repr(value)
+        return printable(_SHOWN.repr(value))
     except Exception:  # a repr that raises (reprlib only covers instances of classes)
         return f"a {type(value).__name__}"
 
 
-__all__ = ["MAX_DIGITS", "all_digits", "ascii_int", "decimal_digits", "quoted_short", "shown"]
+#: the longest id a log can hold (``limits.MAX_SESSION_ID_CHARS``: ``check_name``
+#: refuses a longer session id, or one holding a control character)
+ID_CHARS = 1024
+
+
+def shown_id(value: object) -> str:
+    """An id (a session, a stream, an event) as an error quotes it: whole, as ``repr``
+    writes it, up to :data:`ID_CHARS`: every id a log holds, so the reader can copy it
+    and two ids differing only at the end (``stem#2``, ``stem#3``) read apart. A longer
+    one (only a caller's value, before its check) keeps its start and its end."""
+    if not isinstance(value, str):
+        return shown(value)
+    text = str.__str__(value)
+    if len(text) <= ID_CHARS + 32:  # (an id, or SESSION@SEQ naming one)
+        return repr(text)
+    return f"{text[:40]!r}…{text[-24:]!r} ({len(text):,} characters)"
+
+
+#: the bidi controls that reorder what follows them: embeddings, overrides, isolates
+_REORDERING = "\u202a-\u202e\u2066-\u2069"
+#: the bidi marks (ALM, LRM, RLM): right-to-left prose uses them, they reorder nothing
+#: beyond their neighbours
+_MARKS = "\u061c\u200e\u200f"
+#: every Unicode Bidi_Control character, as a regex character-class body
+BIDI_CONTROLS = _REORDERING + _MARKS
+#: the marks, and characters that show nothing (an id holding one looks like another)
+_MARKS_AND_INVISIBLE = _MARKS + "\u200b\u2060\ufeff\u00ad"
+#: lone surrogates: an argument that was not UTF-8 (``\\xff``, ``\\x9b``) arrives as
+#: U+DCFF, U+DC9B, which stdout writes back as the raw byte (0x9b: an 8-bit CSI)
+_SURROGATES = "\\ud800-\\udfff"
+#: what multi-line text does not print as is (``terminal.plain``): C0/C1 control
+#: characters but newline and tab, the reordering bidi controls, lone surrogates
+NOT_PRINTED = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_REORDERING}{_SURROGATES}]")
+#: what one line does not print as is (``terminal.inline``, :func:`printable`): the same,
+#: newline, tab, the Unicode line/paragraph separators, the bidi marks and invisibles.
+#: Every other character (NBSP, U+3000, ZWJ, tag characters) prints as it is.
+NOT_PRINTED_IN_LINE = re.compile(
+    f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_REORDERING}{_MARKS_AND_INVISIBLE}{_SURROGATES}]"
+)
+
+
+def printable(text: str) -> str:
+    """`text` as one line with each character of :data:`NOT_PRINTED_IN_LINE` written as
+    :func:`escaped` shows it: text from outside (a path, an object's ``repr``, a
+    library's message) shown as is, but never acted on by a terminal. The one set the
+    terminal's one-line form uses too, so a path reads the same in an error and on screen."""
+    return visible(NOT_PRINTED_IN_LINE, text)
+
+
+def visible(pattern: re.Pattern[str], text: str) -> str:
+    """`text` with each character `pattern` matches written as :func:`escaped` shows it."""
+    return pattern.sub(_escaped_match, text) if pattern.search(text) else text
+
+
+def _escaped_match(match: re.Match[str]) -> str:
+    return escaped(match.group())
+
+
+def escaped(char: str) -> str:
+    """One character as ctxledger shows one it will not print (``ctxledger.terminal``
+    too): ``\\n``, ``\\t``, ``\\x1b`` (two hex digits below 0x100), ``\\u202e`` (four
+    below 0x10000), ``\\U000e0001`` (eight: ``\\u`` and five digits would read as four)."""
+    code = ord(char)
+    named = {"\n": "\\n", "\t": "\\t"}.get(char)
+    if named:
+        return named
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+__all__ = [
+    "BIDI_CONTROLS",
+    "ID_CHARS",
+    "MAX_DIGITS",
+    "NOT_PRINTED",
+    "NOT_PRINTED_IN_LINE",
+    "all_digits",
+    "ascii_int",
+    "decimal_digits",
+    "escaped",
+    "printable",
+    "quoted_short",
+    "shown",
+    "shown_id",
+    "visible",
+]

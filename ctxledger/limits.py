@@ -35,7 +35,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import decimal_digits, shown
+from ctxledger.integers import ID_CHARS, decimal_digits, shown
 from ctxledger.unicodecheck import check_unicode, json_problem, not_unicode
 
 #: default nesting limit of a message or of tool-call arguments (JSON levels)
@@ -56,7 +56,7 @@ MAX_MODEL_CHARS = 2048
 MAX_TITLE_CHARS = 4096
 #: the longest session id a caller chooses through the library (the HTTP API and the
 #: proxy's header take at most 200 of a narrower alphabet)
-MAX_SESSION_ID_CHARS = 1024
+MAX_SESSION_ID_CHARS = ID_CHARS  # (errors quote an id this long whole)
 #: the longest reason a session is ended with (characters): a short phrase, shown in listings
 MAX_REASON_CHARS = 1000
 #: the longest focus topic of a manual compression (characters): a phrase or a few lines
@@ -83,9 +83,9 @@ def _env_int(name: str, default: int) -> int:
     try:
         value = int(raw.strip())
     except ValueError:
-        raise InvalidInput(f"{name} must be a positive integer, got {raw!r}") from None
+        raise InvalidInput(f"{name} must be a positive integer, got {shown(raw)}") from None
     if value < 1:
-        raise InvalidInput(f"{name} must be a positive integer, got {raw!r}")
+        raise InvalidInput(f"{name} must be a positive integer, got {shown(raw)}")
     return value
 
 
@@ -356,9 +356,9 @@ def check_token_count(value: Any, field: str) -> int:
         raise InvalidInput(f"{field} must be a number, got {type(value).__name__}")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidInput(f"{field} must be a finite number, got {value!r}")
+            raise InvalidInput(f"{field} must be a finite number, got {shown(value)}")
         if not value.is_integer():
-            raise InvalidInput(f"{field} must be a whole number of tokens, got {value!r}")
+            raise InvalidInput(f"{field} must be a whole number of tokens, got {shown(value)}")
     if value < 0:
         raise InvalidInput(f"{field} must not be negative, got {shown(value)}")
     if value > MAX_TOKEN_COUNT:

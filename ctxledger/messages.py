@@ -92,18 +92,20 @@ def _check_tool_calls(calls: Any, index: int | None) -> list[str]:
             raise InvalidMessage(f"tool call {j} has no string 'id'", index=index)
         fn = call.get("function")
         if not isinstance(fn, Mapping):
-            raise InvalidMessage(f"tool call {call_id!r} has no 'function' object", index=index)
+            raise InvalidMessage(
+                f"tool call {shown(call_id)} has no 'function' object", index=index
+            )
         if not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise InvalidMessage(f"tool call {call_id!r} has no function name", index=index)
+            raise InvalidMessage(f"tool call {shown(call_id)} has no function name", index=index)
         if not isinstance(fn.get("arguments"), str):
             raise InvalidMessage(
-                f"tool call {call_id!r}: 'arguments' must be a JSON string, "
+                f"tool call {shown(call_id)}: 'arguments' must be a JSON string, "
                 f"got {type(fn.get('arguments')).__name__}",
                 index=index,
             )
         if too_deep(fn["arguments"]):
             raise InvalidMessage(
-                f"tool call {call_id!r}: arguments nest deeper than {max_json_depth()} levels "
+                f"tool call {shown(call_id)}: arguments nest deeper than {max_json_depth()} levels "
                 "(raise CTXLEDGER_MAX_JSON_DEPTH if this is intended)",
                 index=index,
             )
@@ -140,7 +142,7 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:  # a list or an object is unhashable
         raise InvalidMessage(
-            f"unknown role {role!r}; expected one of system, developer, user, assistant, tool",
+            f"unknown role {shown(role)}; expected one of system, developer, user, assistant, tool",
             index=index,
         )
     if "content" not in message and role != "assistant":
@@ -265,22 +267,25 @@ class CallLedger:
             new = tool_call_ids(message)
             if len(set(new)) != len(new):
                 dup = next(i for i in new if new.count(i) > 1)
-                raise InvalidMessage(f"duplicate tool_call id {dup!r} in one message", index=index)
+                raise InvalidMessage(
+                    f"duplicate tool_call id {shown(dup)} in one message", index=index
+                )
             for call_id in new:
                 if self.was_issued(call_id):
                     raise InvalidMessage(
-                        f"duplicate tool_call id {call_id!r}: already issued earlier", index=index
+                        f"duplicate tool_call id {shown(call_id)}: already issued earlier",
+                        index=index,
                     )
             self.issued.update(new)
         elif message.get("role") == "tool":
             call_id = message["tool_call_id"]
             if not self.was_issued(call_id):
                 raise InvalidMessage(
-                    f"tool result for {call_id!r}, but no earlier assistant message issued that call",
+                    f"tool result for {shown(call_id)}, but no earlier assistant message issued that call",
                     index=index,
                 )
             if self.was_answered(call_id):
-                raise InvalidMessage(f"second tool result for call {call_id!r}", index=index)
+                raise InvalidMessage(f"second tool result for call {shown(call_id)}", index=index)
             self.answered.add(call_id)
 
 

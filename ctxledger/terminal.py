@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 from typing import Any
 
 from rich.console import Console
@@ -30,49 +29,23 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from ctxledger.integers import BIDI_CONTROLS, NOT_PRINTED, printable, visible
+
 __all__ = ["BIDI_CONTROLS", "TABLE_MIN_WIDTH", "PlainConsole", "block", "inline", "plain", "styled"]
-
-#: the bidi controls that reorder what follows them: embeddings, overrides, isolates
-_REORDERING = "\u202a-\u202e\u2066-\u2069"
-#: the bidi marks (ALM, LRM, RLM): right-to-left prose uses them, they reorder nothing
-#: beyond their neighbours
-_MARKS = "\u061c\u200e\u200f"
-#: every Unicode Bidi_Control character, as a regex character-class body
-BIDI_CONTROLS = _REORDERING + _MARKS
-#: the marks, and characters that show nothing (an id holding one looks like another)
-_MARKS_AND_INVISIBLE = _MARKS + "\u200b\u2060\ufeff\u00ad"
-#: lone surrogates: an argument that was not UTF-8 (``\\xff``, ``\\x9b``) arrives as
-#: U+DCFF, U+DC9B, which stdout writes back as the raw byte (0x9b: an 8-bit CSI)
-_SURROGATES = "\\ud800-\\udfff"
-#: C0/C1 control characters except newline and tab, the reordering bidi controls, and
-#: lone surrogates
-_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_REORDERING}{_SURROGATES}]")
-#: the same, newline, tab, the Unicode line/paragraph separators, marks and invisibles
-_LINE_BREAKING = re.compile(
-    f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_REORDERING}{_MARKS_AND_INVISIBLE}{_SURROGATES}]"
-)
-_NAMED = {"\n": "\\n", "\t": "\\t"}
-
-
-def _visible(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def plain(text: object) -> str:
     """`text` made safe for a terminal, lines kept: control characters (ESC, BEL, CR, ...)
     shown as ``\\x1b`` and bidi controls as ``\\u202e``, so an escape sequence from a
     transcript is printed, never obeyed."""
-    s = str(text)
-    return _CONTROL.sub(_visible, s) if _CONTROL.search(s) else s
+    return visible(NOT_PRINTED, str(text))
 
 
 def inline(text: object) -> str:
     """`text` as one line of plain text: like :func:`plain`, and a newline is shown as
-    ``\\n``, a tab as ``\\t`` (an id or a model name cannot start a forged line)."""
-    s = str(text)
-    return _LINE_BREAKING.sub(_visible, s) if _LINE_BREAKING.search(s) else s
+    ``\\n``, a tab as ``\\t`` (an id or a model name cannot start a forged line). The
+    characters escaped are the library's errors' (``integers.printable``): one set."""
+    return printable(str(text))
 
 
 def block(text: object) -> Text:

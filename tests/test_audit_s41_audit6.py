@@ -25,6 +25,8 @@ import json
 from typing import Any
 
 import pytest
+from helpers.fact_checks import message_facts as _facts
+from helpers.fact_checks import view_keeps as _kept
 from helpers.reference_facts import facts as reference
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -41,15 +43,6 @@ from ctxledger.compressor.facts import Fact, extract_facts
 from ctxledger.compressor.toolcalls import command_fact
 
 TERM3 = "The issue is in `term3 = 1 + np.sqrt(HB / ghi) * (tools.sind(0.5 * surface_tilt) ** 3)`"
-
-
-def _facts(text: str, role: str = "assistant", kind: str | None = None) -> list[Fact]:
-    message: dict[str, Any] = {"role": role, "content": text}
-    return [f for f in extract_facts([message]) if kind is None or f.kind == kind]
-
-
-def _kept(kind: str, value: str, view: str) -> bool:
-    return Haystack(view).holds(kind, normalize_fact(kind, value))
 
 
 def test_the_corpus_decision_is_kept_by_the_same_sentence_ending_a_line() -> None:

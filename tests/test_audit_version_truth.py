@@ -12,7 +12,7 @@ summary's own facts never hold the shorter version either.
 from __future__ import annotations
 
 from helpers.audit_harness import assistant, audit_of, status
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor.factmatch import contains, fact_in_text
@@ -84,6 +84,9 @@ _SUFFIXES = st.one_of(
     _SUFFIXES,
     st.sampled_from(("", ".", ",", " and more", ")")),
 )
+# session 42: ``-pp0`` then a sentence's stop is a pre-release, not a wheel's PyPy tag
+@example("v", "0.0", "-pp0", ".")
+@example("", "1.2", "-cp3", ".")
 def test_a_version_never_matches_as_the_prefix_of_a_longer_version(
     head: str, number: str, suffix: str, tail: str
 ) -> None:

@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner
 from helpers.ledger_helpers import conversation_file
 
+from ctxledger.cli.app import _one_line
 from ctxledger.cli.main import cli
-from ctxledger.errors import UnknownSession
+from ctxledger.errors import InvalidInput, UnknownSession
 from ctxledger.ledger.facade import Ledger
 
 
@@ -310,14 +311,13 @@ def test_an_error_quoting_a_huge_argument_is_cut_in_the_middle(
         assert line.endswith("; `ctxledger sessions` lists them")
 
 
-def test_a_cut_error_line_splits_no_escape(compacted: tuple[Path, str, str, str]) -> None:
+def test_a_cut_error_line_splits_no_escape() -> None:
     """Review of session 41: the line was cut after its control characters were escaped,
-    so a cut could leave half of a `\\x1b`. Cut first, then escape."""
-    db, _sid, _cid, _tip = compacted
+    so a cut could leave half of a `\\x1b`. Cut first, then escape. (The message is made
+    here: since session 42 the library quotes a caller's value short itself, so no
+    command's error reaches the cut with 5,000 ESC of an argument.)"""
     for size in range(5_000, 5_004):  # (every cut position modulo an escape's length)
-        result = run(db, "import", "-", "--format", "\x1b" * size, input="[]")
-        assert result.exit_code == 2
-        (line,) = result.stderr.splitlines()
+        line = _one_line(InvalidInput("unknown import format " + "\x1b" * size))
         head, tail = line.split(" characters cut] …")
         for part in (head.rsplit("… [", 1)[0], tail):
             rest = part.replace("\\x1b", "")

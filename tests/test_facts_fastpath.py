@@ -391,7 +391,15 @@ def _plain(hay: str, sub: str, path: bool) -> bool:
             and hay[end : end + 1] == "/"
             and factbounds.is_word(hay[end + 1 : end + 2])
         )
-        if before and after and bounded and not longer:
+        # (session 42: a word character and one "." at the needle's end, a sentence's
+        # stop, is not followed by a word character: ``v1.2.`` is not in ``v1.2.x``)
+        glued = (
+            not path
+            and sub[-1] == "."
+            and factbounds.is_word(sub[-2:-1])
+            and factbounds.is_word(hay[end : end + 1])
+        )
+        if before and after and bounded and not longer and not glued:
             return True
     return False
 

@@ -19,7 +19,9 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers.ledger_helpers import deterministic_ledger
+from helpers.ledger_helpers import LS_CALL as CALL
+from helpers.ledger_helpers import LS_TOOL as TOOL
+from helpers.ledger_helpers import deterministic_ledger, ledger_with_one_call
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,9 +39,6 @@ from ctxledger import (
 )
 from ctxledger.events import CompressionSkipped
 from ctxledger.integers import shown
-
-CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-TOOL = {"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}
 
 
 def _selfish_list() -> list[Any]:
@@ -67,16 +66,7 @@ class _Text(str):
 
 @pytest.fixture
 def ledger() -> Iterator[tuple[Ledger, str]]:
-    led = deterministic_ledger()
-    sid = led.start_session(model="m", system_prompt="s", tools=[TOOL])
-    led.append_messages(
-        sid,
-        [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [CALL]},
-            {"role": "tool", "tool_call_id": "c1", "content": "out"},
-        ],
-    )
+    led, sid = ledger_with_one_call()
     yield led, sid
     led.close()
 

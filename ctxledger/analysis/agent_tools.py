@@ -15,6 +15,7 @@ from ctxledger.analysis.conversation import in_conversation
 from ctxledger.analysis.expand import expand
 from ctxledger.analysis.recall import recall
 from ctxledger.errors import CtxLedgerError, InvalidInput, NotFound, UnknownCompaction
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 
@@ -79,7 +80,7 @@ def _int_arg(args: Mapping[str, Any], name: str, default: int) -> int:
     value = args.get(name, default)
     low, high = _TOOL_LIMITS[name]
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        raise InvalidInput(f"{name} must be an integer from {low} to {high}, got {shown(value)}")
     return value
 
 
@@ -108,7 +109,9 @@ def _tool_expand(ledger: Ledger, session_id: str, args: Mapping[str, Any]) -> JS
         ledger, sid, expansion.session_id, find_compaction(ledger, expansion.compaction_id).seq
     ):
         # an agent only reads its own conversation's history (with what it branched from)
-        raise UnknownCompaction(f"no compaction {expansion.compaction_id!r} in this conversation")
+        raise UnknownCompaction(
+            f"no compaction {shown(expansion.compaction_id)} in this conversation"
+        )
     page = expansion.messages[offset : offset + limit]
     end = offset + len(page)
     return {
@@ -156,7 +159,7 @@ def handle_tool_call(ledger: Ledger, session_id: str, name: str, arguments_json:
     """
     handler = _TOOLS.get(name) if isinstance(name, str) else None  # a list is unhashable
     if handler is None:
-        return json.dumps({"error": f"unknown tool {name!r}; available: {', '.join(_TOOLS)}"})
+        return json.dumps({"error": f"unknown tool {shown(name)}; available: {', '.join(_TOOLS)}"})
     try:
         args = tool_arguments(arguments_json)
     except InvalidInput as exc:

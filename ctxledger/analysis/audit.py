@@ -39,6 +39,7 @@ from ctxledger.compressor.facts import (
     normalize_fact,
 )
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import check_unicode
 from ctxledger.tokens import message_text
@@ -472,7 +473,7 @@ def _fact(text: str) -> Fact:
     normalized = normalize_fact(kind, value)
     if not normalized:
         raise InvalidInput(
-            f"the fact to trace {value!r} is empty once normalized: give a value inside the quotes"
+            f"the fact to trace {shown(value)} is empty once normalized: give a value inside the quotes"
         )
     return Fact(kind=kind, value=value, normalized=normalized, message_index=0)
 

@@ -133,7 +133,9 @@ def match_compaction(ledger: Ledger, ref: str) -> tuple[str, str]:
     made = compacted_sessions(ledger)
     matches = compaction_matches(made, ref)
     if len(matches) > 1:
-        raise InvalidInput(f"compaction prefix {ref!r} is ambiguous ({len(matches)} compactions)")
+        raise InvalidInput(
+            f"compaction prefix {shown(ref)} is ambiguous ({len(matches)} compactions)"
+        )
     if not matches:
         raise no_compaction(ref)
     return matches[0], made[matches[0]]
@@ -165,7 +167,7 @@ def is_compaction_ref(ledger: Ledger, ref: str) -> bool:
     prefixed = bool(compaction_matches(ids, ref))
     if prefixed and any(s.startswith(ref) for s in sessions):
         raise InvalidInput(
-            f"{ref!r} is the prefix of both a session and a compaction id; give more of it"
+            f"{shown(ref)} is the prefix of both a session and a compaction id; give more of it"
         )
     return prefixed
 
@@ -185,7 +187,7 @@ def resolve_session_ref(ledger: Ledger, ref: str) -> str:
 def resolve_session_ref_error(ref: str) -> UnknownSession:
     """The error for a reference that names neither a session nor a compaction."""
     return UnknownSession(
-        f"no session or compaction {ref!r}; `ctxledger sessions` lists sessions, "
+        f"no session or compaction {shown(ref)}; `ctxledger sessions` lists sessions, "
         "`ctxledger audit SESSION` a chain's compactions"
     )
 

@@ -41,6 +41,7 @@ from ctxledger.analysis.compactions import (
 from ctxledger.analysis.refs import ledger_ref, parse_ref
 from ctxledger.compressor.summarizers.base import SECTION_KEYS, parse_sections
 from ctxledger.errors import InvalidInput, OneReference, UnknownSession
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON, role_of
 from ctxledger.projections.transcript import TranscriptProjection, load_bodies
@@ -182,7 +183,7 @@ def _check_in_log(ledger: Ledger, seq: int) -> None:
 def _not_started(ledger: Ledger, session_id: str, seq: int) -> UnknownSession:
     started = ledger.chains.lineage(session_id).started_seq
     return UnknownSession(
-        f"session {session_id!r} had not started at seq {seq}: it starts at seq {started}"
+        f"session {shown(session_id)} had not started at seq {seq}: it starts at seq {started}"
         " (`ctxledger chain` lists the sessions before it)"
     )
 

@@ -13,6 +13,7 @@ from ctxledger.analysis.compactions import SUMMARY_ORIGINS, find_compaction
 from ctxledger.analysis.redacted import shown_message
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import UnknownMessage
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON
 from ctxledger.projections.transcript import load_bodies
@@ -54,7 +55,7 @@ def expand(ledger: Ledger, compaction_id: str) -> Expansion:
         stored = transcript.state.messages.get(mid)
         if stored is None:
             raise UnknownMessage(
-                f"message {mid!r} of compaction {record.compaction_id!r} is not in the log"
+                f"message {shown(mid)} of compaction {shown(record.compaction_id)} is not in the log"
             )
         writer = None
         if stored.origin in SUMMARY_ORIGINS:

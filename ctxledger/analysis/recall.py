@@ -54,6 +54,7 @@ from ctxledger.errors import (
 )
 from ctxledger.events import MessageAppended, SessionStarted, SessionSwitched, SummaryGenerated
 from ctxledger.eventstore.base import EventStore
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON, refusal_text
 from ctxledger.projections.transcript import read_bodies
@@ -445,7 +446,7 @@ def recall(ledger: Ledger, session_id: str, query: str, limit: int = 10) -> Reca
     """
     terms = fts_terms(query)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {shown(limit)}")
     ledger.refresh()
     sid = ledger.resolve(session_id)
     scopes = conversation_scopes(ledger, sid)

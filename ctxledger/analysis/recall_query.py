@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import sqlite_utils
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown
 from ctxledger.limits import check_unicode
 
 #: the most different words one recall query may search for (a repeated word counts once)
@@ -25,7 +26,9 @@ def fts_terms(query: str) -> list[str]:
     # repeats (1,000 times one common word: 16 s; a 100 KB query: hours)
     terms = list({t.lower(): t for t in _split_quoted(quoted) if any(c.isalnum() for c in t)})
     if not terms:
-        raise InvalidInput(f"the query {query!r} has no words to search for (only punctuation)")
+        raise InvalidInput(
+            f"the query {shown(query)} has no words to search for (only punctuation)"
+        )
     if len(terms) > MAX_QUERY_TERMS:
         raise InvalidInput(
             f"the query has {len(terms):,} different words; recall searches for at most "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Container
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import ascii_int
+from ctxledger.integers import ascii_int, shown, shown_id
 from ctxledger.ledger.facade import Ledger
 
 
@@ -26,7 +26,12 @@ def parse_ref(
     the ref is ambiguous and refused, naming how to write each reading (`last_seq`, the
     log's last event, makes the first one concrete). A ref refused as ``SESSION@SEQ``
     that starts ids in `sessions` (``me@h`` of ``me@host``) names them in its error."""
-    if not isinstance(ref, str) or not ref.strip():
+    if ref is not None and not isinstance(ref, str):
+        raise InvalidInput(
+            "a reference is text: SESSION, SESSION@SEQ or a compaction id, "
+            f"got {type(ref).__name__}"
+        )
+    if not ref or not ref.strip():
         raise InvalidInput("a reference is required: SESSION, SESSION@SEQ or a compaction id")
     ref = ref.strip()
     if "@" not in ref:
@@ -51,12 +56,12 @@ def _refused(ref: str, problem: str, sessions: Collection[str]) -> InvalidInput:
     ``me@host``: only a whole id is taken as is, see :func:`parse_ref`) they are named."""
     starting = sorted(s for s in sessions if isinstance(s, str) and s.startswith(ref))
     if not starting:
-        return InvalidInput(f"{ref!r}: {problem}")
-    shown = ", ".join(repr(s) for s in starting[:3])
+        return InvalidInput(f"{shown(ref)}: {problem}")
+    names = ", ".join(shown_id(s) for s in starting[:3])  # (whole: to be copied)
     more = f" (and {len(starting) - 3} more)" if len(starting) > 3 else ""
     which = "session" if len(starting) == 1 else "sessions"
     return InvalidInput(
-        f"{ref!r}: {problem}; it is also the start of {which} {shown}{more}: a ref "
+        f"{shown(ref)}: {problem}; it is also the start of {which} {names}{more}: a ref "
         "holding @ is read as SESSION@SEQ unless it is a whole id, so write the whole id"
     )
 
@@ -71,15 +76,16 @@ def _ambiguous(
         zeros += "0"
     at = f"{name}@{zeros}{seq}"
     return (
-        f"{ref!r} is ambiguous: it is session {ref!r} and also session {name!r} at seq "
-        f"{seq}; write {whole!r} for session {ref!r} (as of that event) or "
-        f"{at!r} for session {name!r} at seq {seq}"
+        f"{shown_id(ref)} is ambiguous: it is session {shown_id(ref)} and also session "
+        f"{shown_id(name)} at seq {seq}; write {shown_id(whole)} for session {shown_id(ref)} "
+        f"(as of that event) or {shown_id(at)} for session {shown_id(name)} at seq {seq}"
     )
 
 
 def ledger_ref(ledger: Ledger, ref: str) -> tuple[str, int | None]:
     """:func:`parse_ref` against `ledger`'s sessions (``show``, ``export``, ``diff``)."""
-    last_seq = ledger.store.last_seq() if "@" in ref else None  # only an @ can be ambiguous
+    # only an @ can be ambiguous (a ref that is no text is refused by parse_ref)
+    last_seq = ledger.store.last_seq() if isinstance(ref, str) and "@" in ref else None
     return parse_ref(ref, ledger.chains.state.sessions, last_seq=last_seq)
 
 

@@ -34,6 +34,7 @@ from ctxledger.events import (
     SessionSwitched,
 )
 from ctxledger.eventstore.base import AppendRequest
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import recorded_loop, with_loop
 from ctxledger.messages import stored_role
@@ -151,7 +152,7 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
     done = reverted_compactions(ledger, record.session_id)
     if record.compaction_id in done:
         raise InvalidInput(
-            f"compaction {record.compaction_id!r} was already undone (session {done[record.compaction_id]!r})"
+            f"compaction {shown(record.compaction_id)} was already undone (session {shown(done[record.compaction_id])})"
         )
     tip = ledger.tip(record.session_id)
     ledger.live_session(
@@ -161,7 +162,7 @@ def undo(ledger: Ledger, compaction_id: str) -> UndoResult:
         # an older compaction was undone since: reverting this one would bring back
         # the very compactions that undo removed
         raise InvalidInput(
-            f"compaction {record.compaction_id!r} is no longer in effect at the tip {tip!r} "
+            f"compaction {shown(record.compaction_id)} is no longer in effect at the tip {shown(tip)} "
             "(an older compaction of the chain was undone since); `ctxledger chain "
             f"{tip}` shows the compactions in effect"
         )

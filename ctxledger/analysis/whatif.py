@@ -75,13 +75,13 @@ from ctxledger.analysis.whatif_loop import (
     replay_loop,
 )
 from ctxledger.analysis.whatif_warnings import comparison_warnings, threshold_notes
-from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.eventstore.leftovers import create, taken, tidy
 from ctxledger.eventstore.space import TEMPORARY
-from ctxledger.inputfile import path_exists, shown_path
+from ctxledger.inputfile import path_exists, path_text, shown_path
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import check_loop
 from ctxledger.runtime.service import ContextService
@@ -374,6 +374,9 @@ def whatif(
     The original ledger is only read. `summarizer` defaults to the offline one. With a
     history already read, use :func:`replay_history` and :func:`whatif_report`.
     """
+    checked_config(config)  # (a dict of settings was an AttributeError in the replay)
+    if out is not None:  # (a number was a TypeError from os.stat)
+        out = path_text(out, "out")
     with whatif_reads():
         hist = history(ledger, session_id)
         with replay_history(hist, config=config, summarizer=summarizer, out=out, loop=loop) as (

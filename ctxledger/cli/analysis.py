@@ -45,6 +45,7 @@ from ctxledger.cli.app import (
 )
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import InvalidInput, OneReference
+from ctxledger.integers import shown
 from ctxledger.ledger.compaction import plan_compaction
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
@@ -371,7 +372,9 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
         emit_json(result)
         return
     if not result.hits:
-        console.print(f"no message of the chain of {result.root} matches {query!r}", markup=False)
+        console.print(
+            f"no message of the chain of {result.root} matches {shown(query)}", markup=False
+        )
     elif result.match == "any":
         console.print(
             styled(("no message holds every word; showing messages with any of them", "dim"))
@@ -388,9 +391,9 @@ def recall_cmd(ctx: click.Context, session: str, query: str, limit: int, as_json
         )
         console.print("  " + " ".join(hit.snippet.split()), markup=False)
     if result.more:
-        shown = len(result.hits)
-        how = "--limit N" if shown < MAX_LIMIT else "the most --limit shows: narrow the query"
-        console.print(styled((f"more messages match: the newest {shown} are shown ({how})", "dim")))
+        count = len(result.hits)
+        how = "--limit N" if count < MAX_LIMIT else "the most --limit shows: narrow the query"
+        console.print(styled((f"more messages match: the newest {count} are shown ({how})", "dim")))
 
 
 @cli.command("expand")
@@ -425,12 +428,12 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
         text = content_text(m.message)
         for call in m.message.get("tool_calls") or ():
             text += f"\n→ {call['function']['name']}({call['function']['arguments']})"
-        shown = (
+        cut = (
             text
             if len(text) <= max_chars
             else text[:max_chars] + f"\n… ({len(text) - max_chars:,} more chars)"
         )
-        console.print(block(shown))
+        console.print(block(cut))
 
 
 @cli.command("undo")
@@ -474,7 +477,7 @@ def pin_cmd(ctx: click.Context, session: str, message: str, unpin: bool, as_json
     )
     view = ledger.transcript.session(sid)
     if unpin and message_id not in view.pinned:
-        raise InvalidInput(f"message {message_id!r} is not pinned in {sid!r}")
+        raise InvalidInput(f"message {shown(message_id)} is not pinned in {shown(sid)}")
     ledger.api_messages(sid)  # (the plan reads them: a row that cannot be read fails first)
     ledger.pin(sid, message_id, not unpin)
     prepared = plan_compaction(ledger, sid, force=True)

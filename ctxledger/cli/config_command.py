@@ -31,6 +31,7 @@ from ctxledger.compressor.settings import (
     window_budgets,
 )
 from ctxledger.errors import InvalidConfig
+from ctxledger.integers import shown
 
 #: windows shown when neither --context-length nor the config names one
 SAMPLE_WINDOWS = (32_000, 128_000, 200_000)
@@ -43,10 +44,10 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise InvalidConfig(f"--set takes KEY=VALUE, got {pair!r}")
+            raise InvalidConfig(f"--set takes KEY=VALUE, got {shown(pair)}")
         if key not in KEY_DOCS:
             raise InvalidConfig(
-                f"--set: unknown setting {key!r}{did_you_mean(key)}; `ctxledger config` lists them"
+                f"--set: unknown setting {shown(key)}{did_you_mean(key)}; `ctxledger config` lists them"
             )
         parsed = setting_from_text(key, value, f"--set {key}")
         out[key] = GIVEN_NONE if parsed is None else parsed  # (None: "not given")

@@ -45,6 +45,7 @@ from ctxledger.importers.detect import load as load_import
 from ctxledger.importers.detect import load_file, read_input_stream
 from ctxledger.importers.model import ImportedSession
 from ctxledger.inputfile import path_exists, shown_path
+from ctxledger.integers import shown
 from ctxledger.ledger.anchor import verify_file
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import earlier_import, import_sessions
@@ -252,7 +253,7 @@ def show(ctx: click.Context, session: str, at_seq: int | None, as_json: bool) ->
     if at_seq is not None:
         if seq is not None and seq != at_seq:
             raise InvalidInput(
-                f"{session!r} and --at {at_seq} name two points: give the sequence number once"
+                f"{shown(session)} and --at {at_seq} name two points: give the sequence number once"
             )
         seq = at_seq
     sid = ledger.resolve(ref)

@@ -30,8 +30,8 @@ from typing import Any, Literal
 import msgspec
 
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput
-from ctxledger.inputfile import NotAFile, open_input, read_capped
-from ctxledger.integers import shown
+from ctxledger.inputfile import NotAFile, open_input, path_text, read_capped, shown_path
+from ctxledger.integers import printable, shown
 from ctxledger.limits import (
     MAX_CONTEXT_LENGTH,
     MAX_TOKEN_COUNT,
@@ -143,10 +143,12 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
         for name in _FRACTIONS:
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
-                raise InvalidConfig(f"{name} must be in (0, 1], got {value!r}")
+                raise InvalidConfig(f"{name} must be in (0, 1], got {shown(value)}")
         low, high = _TARGET_RATIO_RANGE
         if not math.isfinite(self.target_ratio):
-            raise InvalidConfig(f"target_ratio must be a finite number, got {self.target_ratio!r}")
+            raise InvalidConfig(
+                f"target_ratio must be a finite number, got {shown(self.target_ratio)}"
+            )
         # Hermes clamps rather than rejects: a ratio outside the range is a tuning slip.
         msgspec.structs.force_setattr(self, "target_ratio", min(high, max(low, self.target_ratio)))
         for name, value in msgspec.structs.asdict(self).items():
@@ -160,20 +162,20 @@ class CompressionConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
             )
         if not 1.0 <= self.tail_soft_ceiling <= 10.0:
             raise InvalidConfig(
-                f"tail_soft_ceiling must be in [1, 10], got {self.tail_soft_ceiling!r}"
+                f"tail_soft_ceiling must be in [1, 10], got {shown(self.tail_soft_ceiling)}"
             )
         if not 0.0 <= self.anti_thrash_min_saving < 1.0:
             raise InvalidConfig(
-                f"anti_thrash_min_saving must be in [0, 1), got {self.anti_thrash_min_saving!r}"
+                f"anti_thrash_min_saving must be in [0, 1), got {shown(self.anti_thrash_min_saving)}"
             )
         if not (math.isfinite(self.summary_timeout) and self.summary_timeout > 0):
             raise InvalidConfig(
-                f"summary_timeout must be a number of seconds > 0, got {self.summary_timeout!r}"
+                f"summary_timeout must be a number of seconds > 0, got {shown(self.summary_timeout)}"
             )
         for name in ("cooldown_no_summarizer", "cooldown_generic", "cooldown_malformed"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
-                raise InvalidConfig(f"{name} must be a number of seconds >= 0, got {value!r}")
+                raise InvalidConfig(f"{name} must be a number of seconds >= 0, got {shown(value)}")
         if self.args_leaf_keep < 1:
             raise InvalidConfig("args_leaf_keep must be >= 1")
         recorded = _RECORDED.get()
@@ -288,9 +290,12 @@ def _window(context_length: int) -> int:
     if (
         isinstance(context_length, bool)
         or not isinstance(context_length, int)
-        or context_length < 1
+        or not 1 <= context_length <= MAX_CONTEXT_LENGTH
     ):
-        raise InvalidConfig(f"context length must be a positive int, got {context_length!r}")
+        raise InvalidConfig(
+            f"context length must be a positive int up to {MAX_CONTEXT_LENGTH:,},"
+            f" got {shown(context_length)}"
+        )
     return context_length
 
 
@@ -347,11 +352,17 @@ def _convert(data: Mapping[str, Any], source: str) -> CompressionConfig:
 
 def _humanize(exc: msgspec.ValidationError) -> str:
     # msgspec says "... - at `$.threshold`"; lead with the key so the user sees it first
+    # (its message quotes a bad value whole: a 2 MB one from a file is cut)
     text = str(exc)
     if " - at `$." in text:
         message, _, where = text.rpartition(" - at `$.")
-        return f"{where.rstrip('`')}: {message}"
-    return text
+        return f"{_cut(where.rstrip('`'), 100)}: {_cut(message, 300)}"
+    return _cut(text, 300)
+
+
+def _cut(text: str, most: int) -> str:
+    """`text` escaped, cut at `most` characters with a mark saying it was."""
+    return printable(text) if len(text) <= most else f"{printable(text[:most])}… (cut)"
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -365,7 +376,7 @@ def _from_env_text(name: str, tp: Any, raw: str, where: str) -> Any:
         raw.encode("utf-8")
     except UnicodeEncodeError as exc:  # an argument or variable that was not UTF-8
         bad = exc.object[exc.start : exc.end]
-        raise InvalidConfig(f"{where}: {name} is not UTF-8 text (it holds {bad!a})") from None
+        raise InvalidConfig(f"{where}: {name} is not UTF-8 text (it holds {shown(bad)})") from None
     text = raw.strip()
     args = typing.get_args(tp)
     if type(None) in args:
@@ -383,13 +394,15 @@ def _from_env_text(name: str, tp: Any, raw: str, where: str) -> Any:
             if text.lower() in _FALSE:
                 return False
             raise ValueError
+        if tp in (int, float) and not text.isascii():  # int() and float() read "١" as 1
+            raise ValueError
         if tp is int:
             return int(text.replace("_", ""))
         if tp is float:
             return float(text)
         return text
     except ValueError:
-        raise InvalidConfig(f"{where}={raw!r}: {name} expects {_describe(tp)}") from None
+        raise InvalidConfig(f"{where}={shown(raw)}: {name} expects {_describe(tp)}") from None
 
 
 #: a settings file is read up to this much (/dev/zero was read until memory ran out)
@@ -403,38 +416,50 @@ def _config_bytes(path: Path) -> bytes:
         with open_input(path) as fh:
             data = read_capped(fh, _MAX_CONFIG_BYTES)
     except NotAFile as exc:
-        raise InvalidConfig(f"config file {path} is {exc.strerror}") from None
+        raise InvalidConfig(f"config file {shown_path(path)} is {exc.strerror}") from None
     if len(data) > _MAX_CONFIG_BYTES:
-        raise InvalidConfig(f"config file {path} is larger than 1 MiB: no settings file is")
+        raise InvalidConfig(
+            f"config file {shown_path(path)} is larger than 1 MiB: no settings file is"
+        )
     return data
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    raw = b""
     try:
-        data = tomllib.loads(_config_bytes(path).decode("utf-8"))
+        raw = _config_bytes(path)
+        # (utf-8-sig: a file an editor saved with a byte-order mark was "Invalid statement")
+        data = tomllib.loads(raw.decode("utf-8-sig"))
     except InvalidConfig:
         raise
     except FileNotFoundError:
-        raise InvalidConfig(f"config file {path} does not exist") from None
+        raise InvalidConfig(f"config file {shown_path(path)} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
-        raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+        raise InvalidConfig(f"config file {shown_path(path)} is not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         bad = exc.object[exc.start : exc.start + 1].hex()
+        at = exc.start + len(raw) - len(exc.object)  # (utf-8-sig decodes after a BOM)
         raise InvalidConfig(
-            f"config file {path} is not UTF-8 text (it holds the byte 0x{bad} at offset "
-            f"{exc.start:,})"
+            f"config file {shown_path(path)} is not UTF-8 text (it holds the byte 0x{bad} at offset "
+            f"{at:,})"
         ) from None
     except ValueError as exc:  # tomllib's int() of a number past Python's digit limit
         if "integer string conversion" not in str(exc):
-            raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+            raise InvalidConfig(
+                f"config file {shown_path(path)} is not valid TOML: {exc}"
+            ) from None
         raise InvalidConfig(
-            f"config file {path} holds a number of more than {sys.get_int_max_str_digits():,} "
+            f"config file {shown_path(path)} holds a number of more than {sys.get_int_max_str_digits():,} "
             "digits"
         ) from None
     except RecursionError:  # tomllib recurses into nested arrays and inline tables
-        raise InvalidConfig(f"config file {path} nests too deep to be a settings file") from None
+        raise InvalidConfig(
+            f"config file {shown_path(path)} nests too deep to be a settings file"
+        ) from None
     except OSError as exc:
-        raise InvalidConfig(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        raise InvalidConfig(
+            f"cannot read config file {shown_path(path)}: {exc.strerror or exc}"
+        ) from None
     known = _field_types()
     for key, value in data.items():
         if key not in known:
@@ -443,7 +468,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
                 if isinstance(value, dict)
                 else did_you_mean(key)
             )
-            raise InvalidConfig(f"config file {path}: unknown setting {key!r}{hint}")
+            raise InvalidConfig(
+                f"config file {shown_path(path)}: unknown setting {shown(key)}{hint}"
+            )
     return data
 
 
@@ -538,8 +565,10 @@ def load_config(
     finds one (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config directory)
     and says where every value came from.
     """
+    if path is not None:  # (a number, a NUL: Python's own errors, not InvalidConfig)
+        path = path_text(path, "the config file", InvalidConfig)
     data: dict[str, Any] = _read_toml(Path(path)) if path is not None else {}
-    source = str(path) if path is not None else "defaults"
+    source = shown_path(path) if path is not None else "defaults"
     overridden = env_settings(env)
     for name, (_, value) in overridden.items():
         data[name] = value

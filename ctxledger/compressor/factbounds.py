@@ -10,7 +10,9 @@ occurrence counts only when it is not part of something longer:
   ``$5`` is not in ``$5,000``, ``v2.0`` not in
   ``v2.0.1``, and a version not in a longer version (``v2.0`` in ``v2.0-rc1``,
   ``v2.0-beta``, ``v2.0+build``; :data:`VERSION_SUFFIX`), while sentence punctuation
-  after it (``v2.0.``, ``v2.0,``) ends it;
+  after it (``v2.0.``, ``v2.0,``) ends it (:mod:`.factnumbers`);
+* a sentence's stop (:func:`glued_stop`): a fact ending in a word character and one
+  ``.`` is not found before a word character (``use v1.2.`` is not in ``use v1.2.x``);
 * a path (:func:`inside_longer_path`): not inside a longer path, not followed by more
   of a name; an absolute path is stated by a URL whose path it is
   (``/api/v1/users`` by ``http://localhost:8000/api/v1/users?page=2``), not by one
@@ -36,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 from ctxledger.compressor.factgrep import LINE_NUMBER
 from ctxledger.compressor.factletters import caseless_before, caseless_letters, is_word
+from ctxledger.compressor.factnumbers import SEPARATED_START, continues_number, number_ahead
 from ctxledger.compressor.factpathrules import (
     caseless_file_after,
     caseless_letter,
@@ -47,12 +50,10 @@ from ctxledger.compressor.factpathrules import (
 )
 from ctxledger.compressor.factpaths import PATH_CHARS  # what a path grows over, besides /
 from ctxledger.compressor.factversions import (
-    DOTTED_END,
     DOTTED_START,
     SHORT_DOTTED,
     VERSION_RANGE_END,
     VERSION_SUFFIX,
-    VERSION_SUFFIX_RE,
     lower_tail,
     prerelease_end,
     prerelease_start,
@@ -65,6 +66,7 @@ __all__ = [
     "VERSION_SUFFIX",
     "contains",
     "continues_number",
+    "first_match",
     "inside_longer_path",
     "is_word",
     "lower_tail",
@@ -154,6 +156,16 @@ def _name_goes_on(char: str, slash_path: bool) -> bool:
     return not slash_path and is_word(char)
 
 
+def glued_stop(needle: str) -> bool:
+    """Whether `needle` (no path) ends in a word character and one ``.``, a sentence's
+    stop: a word character right after it makes that ``.`` part of a longer token, a
+    version's or decimal point or a dotted name's (``use v1.2.`` is not in
+    ``use v1.2.x``, ``keep it at 10.`` not in ``keep it at 10.5``, ``we use foo.`` not
+    in ``we use foo.bar``). A sentence glued to the next (``at 10.Then``) is read so
+    too: the audit errs toward "lost"."""
+    return needle[-1] == "." and is_word(needle[-2:-1])
+
+
 def _ends_in_path(needle: str, path: bool) -> bool:
     """Whether `needle`, no path fact, is words ending with a path's name (``unable to
     load file src/project``): a ``/`` and a name after it make a longer path, another
@@ -164,89 +176,6 @@ def _ends_in_path(needle: str, path: bool) -> bool:
 
 
 # --------------------------------------------------------------------------- per occurrence
-
-
-#: a needle ending with a date or a date and time (as normalized: ``2024-05-20``,
-#: ``2024-05-20 10:00``, ``2024-05-20t10:00:00.5+05:30``): a ``,`` and a digit after it is a
-#: CSV field (``2024-05-20 10:00:00,5,6``), except logging's fraction of a second
-_DATE_END = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[t ][0-9]{2}:[0-9]{2}"
-    r"(?::[0-9]{2}(?:\.[0-9]{1,9}|,[0-9]{3})?(?:z|[+-][0-9]{2}:?[0-9]{2})?|z)?)?\Z"
-)
-_SECONDS_END = re.compile(r"[t ][0-9]{2}:[0-9]{2}:[0-9]{2}\Z")
-#: logging's fraction of a second (``,744``), as the extraction reads it
-_FRACTION = re.compile(r",[0-9]{3}(?![0-9]|[,.][0-9])")
-
-
-#: a needle starting with a semver version or a date: a ``,`` before it is a separator
-#: (``1.0.0,1.1.0``, ``17,2024-05-20 10:00:00`` of a CSV line), no number it continues
-_SEPARATED_START = re.compile(r"[0-9]+(?:\.[0-9]+){2,}|[0-9]{4}-[0-9]{2}-[0-9]{2}")
-
-
-#: a needle ending with a version: a ``v`` or no number before a dotted number, then
-#: maybe a pre-release or build (``v2.0-rc1``, ``python 3.12``, ``1.0.0+b.5``)
-_VERSION_END = re.compile(
-    r"(?:(?<![0-9a-z])(v)|(?<![0-9.,$])(?<![0-9]:))([0-9]+(?:\.[0-9]+)+)"
-    r"((?:[-+][0-9a-z]+(?:\.[0-9a-z]+)*)*)\Z"
-)
-
-
-def _comma_separates(needle: str) -> bool:
-    """Whether a ``,`` and a digit after `needle` start another value: after a date (or
-    a date and time) or a version (``1.0.0,1.1.0``, ``python 3.11,3.12``,
-    ``v2.0-rc1,2.1``); not after a dotted number whose groups after the first have
-    three digits each, a European grouped number (``1.234.567,89``) without a ``v``."""
-    if _DATE_END.search(needle) is not None:
-        return True
-    version = _VERSION_END.search(needle)
-    if version is None:
-        return False
-    if version.group(1) or version.group(3):
-        return True
-    return any(len(group) != 3 for group in version.group(2).split(".")[1:])
-
-
-def _digit_stop(needle: str) -> bool:
-    """Whether `needle` ends in a digit and a ``.``: a digit after it would make that
-    ``.`` a decimal or version point (:func:`continues_number`)."""
-    return needle[-1] == "." and needle[-2:-1] in _DIGITS
-
-
-def continues_number(haystack: str, start: int, end: int, needle: str) -> bool:
-    """Whether the match ``haystack[start:end]`` of `needle` is part of a longer number:
-    a needle ending in a digit followed by ``,`` or ``.`` and a digit (``$5`` in
-    ``$5,000``, ``v2.0`` in ``v2.0.1``), or starting with a digit after a digit and
-    ``,`` or ``.`` (``0.1`` in ``v2.0.1``; a ``,`` before a semver version or a date
-    separates: :data:`_SEPARATED_START`), or a dotted number that is a version's
-    numeric pre-release (``0.3.7`` in ``1.0.0-0.3.7``: :func:`prerelease_start`); a
-    needle ending in a dotted number followed by a :data:`VERSION_SUFFIX` (``v2.0`` in
-    ``v2.0-rc1``) or a numeric pre-release (``1.0.0`` in ``1.0.0-0.3.7``:
-    :func:`prerelease_end`). After a date or a date and time a ``,`` is a CSV
-    separator (``2024-05-20 10:00:00,5``), except logging's ``,744`` after seconds;
-    after a semver version a list's (``1.0.0,1.1.0``). A needle ending in a digit and
-    a ``.`` (a sentence's stop: ``keep it at 10.``) is not followed by a digit: that
-    ``.`` was a decimal or version point (``keep it at 10.5``, ``use v1.2.3``)."""
-    if _digit_stop(needle) and haystack[end : end + 1] in _DIGITS:
-        return True
-    if needle[-1] in _DIGITS and end + 1 < len(haystack):
-        if haystack[end] in ",." and haystack[end + 1] in _DIGITS:
-            if haystack[end] == "." or not _comma_separates(needle):
-                return True
-            if _FRACTION.match(haystack, end) and _SECONDS_END.search(needle):
-                return True  # logging's ``,744`` after seconds; other commas are CSV's
-        if (
-            haystack[end] in "+-"
-            and VERSION_SUFFIX_RE.match(haystack, end)
-            and DOTTED_END.search(needle)
-        ):
-            return True
-        if prerelease_end(haystack, end, needle) != -1:
-            return True  # ``1.0.0`` in ``1.0.0-0.3.7``
-    if needle[0] not in _DIGITS or start < 2:
-        return False
-    if haystack[start - 1] in ",." and haystack[start - 2] in _DIGITS:
-        return haystack[start - 1] == "." or _SEPARATED_START.match(needle) is None
-    return DOTTED_START.match(needle) is not None and prerelease_start(haystack, start)
 
 
 def inside_longer_path(haystack: str, start: int, end: int, needle: str) -> bool:
@@ -369,6 +298,8 @@ def _accepted(haystack: str, start: int, needle: str, path: bool, windows: bool 
         and _ends_in_path(needle, path)
     ):
         return False
+    if not path and glued_stop(needle) and is_word(haystack[end : end + 1]):
+        return False
     if path:  # (its own rule: a path's boundary is a name's, not a number's)
         # (session 34: the extraction reads no path beside a non-ASCII letter or mark)
         every = _windows_form(needle, windows)  # (as the extraction)
@@ -407,6 +338,16 @@ def contains(haystack: str, needle: str, *, path: bool = False, windows: bool = 
         else:
             start = haystack.find(needle, start + 1)
     return False
+
+
+def first_match(haystack: str, needle: str, start: int = 0) -> int:
+    """Where the first match of normalized `needle` (no path) at or after `start` in
+    `haystack` starts, or -1 (the occurrences one by one: an elided script's start,
+    :mod:`.factelided`)."""
+    at = haystack.find(needle, start) if needle else -1
+    while at != -1 and not _accepted(haystack, at, needle, False):
+        at = haystack.find(needle, at + 1)
+    return at
 
 
 def matches_at_start(haystack: str, needle: str) -> bool:
@@ -547,7 +488,7 @@ def _plain(needle: str, path: bool, windows: bool, more: Sequence[str] = ()) -> 
     if is_word(needle[0]) and not _slash_path(needle, path, windows):  # (else its class, below)
         behind.append(r"\w")
     if needle[0] in _DIGITS and not path:
-        behind.append(r"[0-9]\." if _SEPARATED_START.match(needle) else r"[0-9][,.]")
+        behind.append(r"[0-9]\." if SEPARATED_START.match(needle) else r"[0-9][,.]")
     if path:
         slash = "/" if needle[0] == "/" else ""
         behind.append("[" + _PATH_CLASS + slash + (":" if needle.startswith("//") else "") + "]")
@@ -568,20 +509,10 @@ def _ahead(needle: str, path: bool, windows: bool) -> str:
         ahead.append(f"(?<!/{re.escape(needle)})\\w" if bare else r"\w")
     if _ends_in_path(needle, path):
         ahead.append(r"/\w")
-    if not path and _digit_stop(needle):
-        ahead.append("[0-9]")  # (:func:`continues_number`: ``10.`` in ``10.5``)
-    if needle[-1] in _DIGITS and not path:
-        if not _comma_separates(needle):
-            ahead.append(r"[,.][0-9]")
-        else:  # a "," is a separator, but logging's fraction after seconds
-            ahead.append(r"\.[0-9]")
-            if _SECONDS_END.search(needle):
-                ahead.append(_FRACTION.pattern)
-        if DOTTED_END.search(needle):
-            ahead.append(VERSION_SUFFIX)
-            lower = lower_tail(needle)
-            if lower is not None:
-                ahead.append(lower)
+    if not path and glued_stop(needle):
+        ahead.append(r"\w")  # (:func:`glued_stop`: ``v1.2.`` in ``v1.2.x``, ``10.`` in ``10.5``)
+    if not path:
+        ahead.extend(number_ahead(needle))
     if path:
         ahead.append(letters_and_marks())  # (session 34: :func:`cut_name`)
     if path and needle[-1] != "/":

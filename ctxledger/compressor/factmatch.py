@@ -38,13 +38,15 @@ import msgspec
 
 from ctxledger.compressor.factbounds import contains, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
+from ctxledger.compressor.factelided import states_elided
 from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
 from ctxledger.compressor.factranges import states_lines
+from ctxledger.compressor.factscan import JOIN as JOIN  # (one constant, read here too)
 from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
 from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
-from ctxledger.compressor.toolcalls import call_name_and_args
+from ctxledger.compressor.toolcalls import ELIDED, call_name_and_args
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,7 +94,7 @@ _SENTENCE_KINDS = frozenset({"decision", "constraint"})
 #: a sentence's one final period (not an ellipsis)
 _PERIOD_END = re.compile(r"(?<!\.)\.\Z")
 #: where a line ends (a JOIN ends a text), and the mark it leaves in the folded text;
-#: ``\x00`` is :data:`JOIN` (defined below): a sentence ending one text of a joined
+#: ``\x00`` is :data:`JOIN` (from :mod:`.factscan`): a sentence ending one text of a joined
 #: haystack ends a line, and unmarked the JOIN would stay glued to it (no blank)
 _LINE_ENDS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\x00]+")
 _LINE_MARK = " \x00"
@@ -297,6 +299,8 @@ class Haystack:
             return True
         if kind in ("number", "error") and " " in normalized:
             return self._read_as(normalized)
+        if kind == "command" and ELIDED in normalized:  # (an inline script's, session 42)
+            return self._states_elided(normalized)
         if kind in _SENTENCE_KINDS and _PERIOD_END.search(normalized) is not None:
             return self._ends_a_line(normalized[:-1])
         if not path or (_SEPARATED.match(normalized) or _UNC.match(normalized)) is None:
@@ -342,6 +346,18 @@ class Haystack:
             self._exit_codes = stated_exit_codes(self.folded)
         value = code_value(code.group(1))
         return value is not None and value in self._exit_codes
+
+    def _states_elided(self, normalized: str) -> bool:
+        """:func:`.factelided.states_elided`, kept among a long text's answers under
+        JOIN + the needle (no normalized fact holds JOIN: no other key is one)."""
+        answers = self._answers
+        if answers is None:
+            return states_elided(self.folded, normalized)
+        key = (False, False, False, JOIN + normalized)
+        found = answers.get(key)
+        if found is None:
+            found = answers[key] = states_elided(self.folded, normalized)
+        return found
 
     def _holds(self, cased: bool, path: bool, normalized: str, windows: bool) -> bool:
         answers = self._answers
@@ -419,10 +435,6 @@ def prepared(text: str, forms_of: FormsOf | None = None) -> Haystack:
     """A :class:`Haystack` of `text`: shared by the process when `text` is long (its
     normal forms asked of `forms_of` first: None, they are made)."""
     return LONG_HAYSTACKS.get(text, forms_of) if len(text) >= LONG_TEXT else Haystack(text)
-
-
-#: joins the texts of a :class:`JoinedHaystack`; no normalized fact contains it
-JOIN = "\x00"
 
 
 class JoinedHaystack:

@@ -462,7 +462,7 @@ class _Found:
         for key, value in leaves:
             lowered = key.lower()
             if lowered in command_keys:
-                self.add("command", offset, _cap(command_fact(value), COMMAND_MAX_CHARS))
+                self.add("command", offset, command_fact(value, COMMAND_MAX_CHARS))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
                 # a multi-line argument is a script or a file body, a command is code: not prose
                 prose = "\n" not in value.strip() and lowered not in command_keys

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 
 __all__ = [
+    "JOIN",
     "LONG_TEXT",
     "PIECE",
     "casefolded",
@@ -24,6 +25,10 @@ __all__ = [
     "may_match_ignoring_case",
     "pieces",
 ]
+
+#: joins the texts of a joined haystack (:class:`.factmatch.JoinedHaystack`); no
+#: normalized fact contains it (one constant: :mod:`.factelided` reads it too)
+JOIN = "\x00"
 
 #: below this many characters a scan is cheap: no check (it would cost as much)
 _SMALL = 2048

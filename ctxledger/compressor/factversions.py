@@ -31,9 +31,11 @@ _DIGITS = frozenset("0123456789")
 #: is no upper end (``1.0.0-0.3.7``, a semver pre-release: :func:`prerelease_end`).
 #: Nor a wheel's or egg's Python tag (``Django-4.2.11-py3-none-any.whl``,
 #: ``-py2.py3-``, ``-cp311-cp311-manylinux…``, ``-py3.8.egg``), maybe after a build
-#: tag (``-0.editable-py3-``): the distribution's version ends before it
+#: tag (``-0.editable-py3-``): the distribution's version ends before it. A tag's ``.``
+#: goes on to a word (``.egg``): ``v0.0-pp0.`` ending a sentence is a pre-release
 WHEEL_TAG = (
-    r"(?:[0-9][0-9A-Za-z_.]*-)?(?:py|cp|pp|ip|jy)[0-9]+(?:\.(?:py|cp|pp|ip|jy)?[0-9]+)*[\-.]"
+    r"(?:[0-9][0-9A-Za-z_.]*-)?(?:py|cp|pp|ip|jy)[0-9]+(?:\.(?:py|cp|pp|ip|jy)?[0-9]+)*"
+    r"(?:-|\.(?=\w))"
 )
 VERSION_RANGE_END = r"(?!v?[0-9]+(?:\.[0-9]+)+(?![\w\-+]|\.\w)|" + WHEEL_TAG + ")"
 #: what makes a version longer after its dotted number: build metadata (``+build``) or a

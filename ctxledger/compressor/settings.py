@@ -34,6 +34,7 @@ from ctxledger.compressor.config import (
 )
 from ctxledger.errors import InvalidConfig
 from ctxledger.inputfile import shown_path
+from ctxledger.integers import shown
 
 __all__ = [
     "CONFIG_ENV",
@@ -188,9 +189,9 @@ def find_config_file(
         try:
             there = path.is_file()
         except OSError as exc:  # (a name over the system's limit: a traceback, session 39)
-            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)!r}: {exc.strerror}") from None
+            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)}: {exc.strerror}") from None
         if not there:
-            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)!r}: no such config file")
+            raise InvalidConfig(f"{CONFIG_ENV}={shown_path(named)}: no such config file")
         return path, CONFIG_ENV
     local = Path(cwd) if cwd is not None else Path.cwd()
     if _found(local / CONFIG_FILENAME):
@@ -267,7 +268,7 @@ def resolve_config(
 def _check_key(key: str, known: set[str], where: str) -> None:
     if key not in known:
         raise InvalidConfig(
-            f"unknown setting {key!r}{did_you_mean(key)} in {where}; `ctxledger config` lists them"
+            f"unknown setting {shown(key)}{did_you_mean(key)} in {where}; `ctxledger config` lists them"
         )
 
 

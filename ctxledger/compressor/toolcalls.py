@@ -23,10 +23,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from ctxledger.compressor.factsentences import cap_text
+
 __all__ = [
     "COMMAND_KEYS",
     "DIR_KEYS",
     "EDITOR_TOOLS",
+    "ELIDED",
     "FAMILIES",
     "FILE_SEARCH_TOOLS",
     "PATH_KEYS",
@@ -172,16 +175,48 @@ def _command_line_at(command: str) -> tuple[int, str]:
     return first or (0, "")
 
 
-def command_fact(command: str) -> str:
+def command_fact(command: str, limit: int | None = None) -> str:
     """What a shell command states as a fact: its :func:`command_line`, or, when that
     line leaves a quote open (``cd /testbed && python3 -c "`` then a script), the line
     and the rest of the command after it on one line (blanks collapsed). The open line
     alone names no script: every inline script of a session shares it, so a summary
-    that kept any of them would state all of them."""
+    that kept any of them would state all of them.
+
+    With `limit`, cut to at most `limit` characters: a line at a blank near the end
+    (:func:`.factsentences.cap_text`); a script longer than that keeps its start and
+    its end, its middle left out (:func:`elided`): scripts that share a preamble (a
+    django settings block) are told apart by how they end."""
     start, line = _command_line_at(command)
     if not _leaves_quote_open(line):
-        return line
-    return " ".join(command[start:].split())
+        return line if limit is None else cap_text(line, limit)
+    script = " ".join(command[start:].split())
+    return script if limit is None else elided(script, limit)
+
+
+#: what stands for the middle an inline script's fact leaves out (``head [...] tail``)
+ELIDED = " [...] "
+#: how many of an inline script's last characters its fact keeps, at most
+SCRIPT_TAIL = 56
+#: how many characters an inline script's kept end has at least, one a word character:
+#: an end of a lone ``"`` (a long last token, then the closing quote) tells no scripts
+#: apart, so such a script keeps the old cut (its start alone)
+TAIL_MIN = 8
+_WORD = re.compile(r"\w")
+
+
+def elided(script: str, limit: int) -> str:
+    """`script` (one line, blanks single) when it fits in `limit` characters; else its
+    start cut at a blank (:func:`.factsentences.cap_text`), :data:`ELIDED`, and its end
+    from the first word after a blank in its last :data:`SCRIPT_TAIL` characters (no
+    blank there: the start alone, as before). The matcher finds such a fact where its
+    start is found and its end after it in the same text (:mod:`.factelided`)."""
+    if len(script) <= limit:
+        return script
+    blank = script.find(" ", len(script) - SCRIPT_TAIL, len(script) - 1)
+    tail = script[blank + 1 :]
+    if blank == -1 or len(tail) < TAIL_MIN or _WORD.search(tail) is None:
+        return cap_text(script, limit)
+    return cap_text(script, limit - len(ELIDED) - len(tail)) + ELIDED + tail
 
 
 #: a line whose quotes all close, read as a shell reads them (a ``\\`` escapes the next

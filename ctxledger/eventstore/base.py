@@ -36,6 +36,7 @@ import msgspec
 
 from ctxledger.errors import (
     DuplicateEventError,
+    InvalidConfig,
     InvalidEvent,
     InvalidInput,
     StoreError,
@@ -70,9 +71,17 @@ from ctxledger.eventstore.rows import (
     shown,
 )
 from ctxledger.eventstore.seals import append_sealed
+from ctxledger.integers import shown as quoted
+from ctxledger.integers import shown_id  # ids: whole, so `stem#2`/`stem#3` read apart
 from ctxledger.limits import not_unicode
 
 Durability = Literal["full", "normal"]
+
+
+def check_durability(durability: object) -> None:
+    """InvalidConfig unless `durability` is one of :data:`Durability` (both stores)."""
+    if durability not in ("full", "normal"):
+        raise InvalidConfig(f"durability must be 'full' or 'normal', got {quoted(durability)}")
 
 
 class AppendRequest(msgspec.Struct, frozen=True):
@@ -148,12 +157,12 @@ def prepare_append(
                 )
             if not isinstance(event.event_id, str) or "\x00" in event.event_id:
                 raise InvalidEvent(
-                    f"an event id is text without NUL characters, got {event.event_id!r}"
+                    f"an event id is text without NUL characters, got {quoted(event.event_id)}"
                 )
             if event.session_id != stream:
                 raise InvalidEvent(
-                    f"event {event.event_id!r} belongs to session {event.session_id!r}, "
-                    f"not stream {stream!r}: append it to its own session"
+                    f"event {shown_id(event.event_id)} belongs to session {shown_id(event.session_id)}, "
+                    f"not stream {shown_id(stream)}: append it to its own session"
                 )
             if stored is not None:
                 row = _stored_row(event.event_id, meta[0], stored[index])
@@ -178,7 +187,7 @@ def prepare_append(
                 raise _not_unicode(event.event_id, exc) from None
             except (TypeError, msgspec.EncodeError) as exc:  # a key that is not text, a set...
                 raise InvalidEvent(
-                    f"event {event.event_id!r} holds a value JSON cannot hold ({exc}; keys "
+                    f"event {shown_id(event.event_id)} holds a value JSON cannot hold ({exc}; keys "
                     "must be text, values JSON types); nothing was appended"
                 ) from None
         batches.append(PreparedBatch(stream, expected, rows, request.chain, heads))
@@ -199,12 +208,12 @@ def _switch_row(
     schema = event.SCHEMA if referenced else SWITCH_INLINE_SCHEMA
     problem = layout_problem(event, schema)  # (references a caller set: checked here)
     if problem is not None:
-        raise InvalidEvent(f"event {event.event_id!r}: {problem}; nothing was appended")
+        raise InvalidEvent(f"event {shown_id(event.event_id)}: {problem}; nothing was appended")
     return event, ("SessionSwitched", schema)
 
 
 def _not_unicode(event_id: str, exc: UnicodeEncodeError) -> InvalidEvent:
-    return InvalidEvent(f"{not_unicode(f'event {event_id!r}', exc)}; nothing was appended")
+    return InvalidEvent(f"{not_unicode(f'event {shown_id(event_id)}', exc)}; nothing was appended")
 
 
 def _checked_blobs(blobs: Mapping[str, bytes]) -> Mapping[str, bytes]:
@@ -212,7 +221,7 @@ def _checked_blobs(blobs: Mapping[str, bytes]) -> Mapping[str, bytes]:
     for ref, data in blobs.items():
         if sha256_hex(data) != ref:
             raise InvalidInput(
-                f"blob {ref!r} is not the sha256 hex of its bytes; key blobs by sha256"
+                f"blob {quoted(ref)} is not the sha256 hex of its bytes; key blobs by sha256"
             )
     return blobs
 
@@ -237,22 +246,22 @@ def _check_request(request: AppendRequest, batches: list[PreparedBatch]) -> None
     """The request-level checks of an append (its events are checked one by one)."""
     stream, expected, stored = request.stream, request.expected_version, request.stored
     if not isinstance(stream, str) or not stream:
-        raise InvalidInput(f"stream must be a non-empty session id, got {stream!r}")
+        raise InvalidInput(f"stream must be a non-empty session id, got {quoted(stream)}")
     if "\x00" in stream:  # PostgreSQL text cannot hold it (libpq would cut the id there)
-        raise InvalidInput(f"a session id cannot contain a NUL character, got {stream!r}")
+        raise InvalidInput(f"a session id cannot contain a NUL character, got {quoted(stream)}")
     if any(batch.stream == stream for batch in batches):
         raise InvalidInput(
-            f"stream {stream!r} appears twice in one append; merge its events into one request"
+            f"stream {shown_id(stream)} appears twice in one append; merge its events into one request"
         )
     if expected is not None and type(expected) is not int:
-        raise InvalidInput(f"expected_version must be an int or None, got {expected!r}")
+        raise InvalidInput(f"expected_version must be an int or None, got {quoted(expected)}")
     if expected is not None and not 0 <= expected <= MAX_SEQ:
         raise InvalidInput(
             f"expected_version must be >= 0 (0 for a new session) and <= {MAX_SEQ}, got {expected}"
         )
     if request.chain is not None and request.chain not in CHAIN_FORMATS:
         raise InvalidInput(
-            f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {request.chain!r}"
+            f"chain must be one of {', '.join(CHAIN_FORMATS)} or None, got {quoted(request.chain)}"
         )
     if stored is not None and len(stored) != len(request.events):
         raise InvalidInput(f"stored holds {len(stored)} payloads for {len(request.events)} events")
@@ -266,7 +275,7 @@ def _reject_repeated_ids(batches: list[PreparedBatch]) -> None:
     for event_id in ids:
         if event_id in seen:
             raise DuplicateEventError(
-                f"event id {event_id!r} appears twice in one append; give every event its own id"
+                f"event id {shown_id(event_id)} appears twice in one append; give every event its own id"
             )
         seen.add(event_id)
 
@@ -541,14 +550,14 @@ def in_versions(
             seq, version = row[0], row[1]
             if type(version) is not int or version != expected:
                 raise InvalidEvent(
-                    f"the stream {stream!r} cannot be read: it has no event at version "
+                    f"the stream {shown_id(stream)} cannot be read: it has no event at version "
                     f"{expected} (the event at seq {seq} has version {shown(version)}); run "
                     "verify() on the log"
                 )
     for seq, version in zip(ends[0::2], ends[1::2], strict=True) if ends else ():
         if seq is not None and (type(version) is not int or version < 1):
             raise InvalidEvent(
-                f"the stream {stream!r} cannot be read: the event at seq {seq} has version "
+                f"the stream {shown_id(stream)} cannot be read: the event at seq {seq} has version "
                 f"{shown(version)}, not one from 1 up; run verify() on the log"
             )
     return rows
@@ -557,7 +566,7 @@ def in_versions(
 def no_stream(session: str) -> InvalidEvent:
     """A session whose events exist has no stream of its name (read or open)."""
     return InvalidEvent(
-        f"the session {session!r} has events but no stream of that name (its streams row "
+        f"the session {shown_id(session)} has events but no stream of that name (its streams row "
         "renamed or removed?); run verify() on the log"
     )
 
@@ -573,7 +582,7 @@ def of_stream(records: list[Recorded], stream: str) -> list[Recorded]:
     for record in records:
         if record.event.session_id != stream:
             raise InvalidEvent(
-                f"the stream {stream!r} cannot be read: its event at seq {record.seq} is of "
-                f"session {record.event.session_id!r}; run verify() on the log"
+                f"the stream {shown_id(stream)} cannot be read: its event at seq {record.seq} is of "
+                f"session {shown_id(record.event.session_id)}; run verify() on the log"
             )
     return records

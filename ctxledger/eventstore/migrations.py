@@ -24,6 +24,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     tidy_side_files,
 )
+from ctxledger.integers import shown
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -97,7 +98,7 @@ class Migrations:
         unknown = [name for name in applied if name not in self.names]
         if unknown:
             raise StoreError(
-                f"this ledger was migrated by a newer ctxledger (unknown migration {unknown[0]!r}); "
+                f"this ledger was migrated by a newer ctxledger (unknown migration {shown(unknown[0])}); "
                 "upgrade ctxledger to open it"
             )
         return [name for name in self.names if name not in applied]
@@ -156,7 +157,7 @@ def _is_ledger(conn: sqlite3.Connection, what: str) -> bool:
     if "_migrations" in tables or not tables:
         return bool(tables)
     raise InvalidInput(
-        f"{what} is not a ctxledger ledger (it holds a table {tables[0]!r} and no "
+        f"{what} is not a ctxledger ledger (it holds a table {shown(tables[0])} and no "
         "_migrations); give a ledger's path or a new file"
     )
 
@@ -169,7 +170,11 @@ def _refuse_marked(conn: sqlite3.Connection, what: str) -> None:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     view = conn.execute("SELECT name FROM sqlite_master WHERE type = 'view' LIMIT 1").fetchone()
     if app_id or version or view:
-        mark = f"a view {view[0]!r}" if view else f"application id {app_id}, user version {version}"
+        mark = (
+            f"a view {shown(view[0])}"
+            if view
+            else f"application id {app_id}, user version {version}"
+        )
         raise InvalidInput(
             f"{what} is not a ctxledger ledger (it holds no table but is another program's: "
             f"{mark}); give a ledger's path or a new file"

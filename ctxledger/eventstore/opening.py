@@ -24,7 +24,8 @@ from ctxledger.eventstore.postgres_url import NoLedger
 from ctxledger.eventstore.readonly import belongs_to_another, is_writable, only_writing_failed
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.inputfile import file_kind, shown_path, stat_of
+from ctxledger.inputfile import file_kind, path_text, shown_path, stat_of
+from ctxledger.integers import shown
 from ctxledger.shownurl import shown_url
 
 __all__ = [
@@ -58,7 +59,7 @@ def is_url(target: str | os.PathLike[str]) -> bool:
 def _refuse_collapsed_url(text: str) -> None:
     if _COLLAPSED.match(text):
         raise InvalidInput(
-            f"{text!r} looks like a PostgreSQL URL whose '//' was lost (a Path "
+            f"{shown(text)} looks like a PostgreSQL URL whose '//' was lost (a Path "
             "collapses it): pass the URL as a string"
         )
 
@@ -69,7 +70,9 @@ def _kind(text: str) -> str:
 
 def _named(text: str) -> str:
     """`text` as an error names it: a URL (without its password) or a path."""
-    return f"the ledger URL {shown_url(text)!r}" if is_url(text) else f"the ledger path {text!r}"
+    return (
+        f"the ledger URL {shown_url(text)!r}" if is_url(text) else f"the ledger path {shown(text)}"
+    )
 
 
 def target_text(target: object) -> str:
@@ -77,30 +80,23 @@ def target_text(target: object) -> str:
     a number, a path holding NUL or a lone surrogate (no file name can) or a SQLite
     ``file:`` URI is InvalidInput, not a TypeError / ValueError / UnicodeEncodeError / a
     stray folder."""
-    if isinstance(target, bytes):
-        target = os.fsdecode(target)
-    if not isinstance(target, str | os.PathLike):
-        raise InvalidInput(
-            f"a ledger is a file path or a postgresql:// URL, got {type(target).__name__}"
-        )
-    text = os.fspath(target)
-    text = os.fsdecode(text) if isinstance(text, bytes) else text
+    if target == TEMPORARY:  # (the private temporary log's name: the one with a NUL)
+        return TEMPORARY
+    text = path_text(
+        target,
+        "a ledger",
+        expected="is a file path or a postgresql:// URL",
+        named=_named,
+        noun=_kind,
+    )
     if text and not text.strip():  # " " made a file named by a blank, and its lock file
         raise InvalidInput(
-            f"the ledger path {text!r} is only blank characters: give a file path or a "
+            f"the ledger path {shown(text)} is only blank characters: give a file path or a "
             "postgresql:// URL"
         )
-    if "\x00" in text and text != TEMPORARY:  # (the private temporary log's name)
-        raise InvalidInput(f"{_named(text)} holds a NUL character, which no {_kind(text)} can")
-    try:  # a lone surrogate no file system name can hold ('\udcff' is byte 0xff: fine)
-        os.fsencode(text)
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            f"{_named(text)} holds a lone surrogate, which no {_kind(text)} can"
-        ) from None
     if text.startswith("file:"):  # taken as a relative path, it left ./file:/... behind
         raise InvalidInput(
-            f"{text!r} is a SQLite URI, not a ledger path: give the file's path (a ledger "
+            f"{shown(text)} is a SQLite URI, not a ledger path: give the file's path (a ledger "
             "opens its file itself)"
         )
     # "~/x.db" from a .env file or a quoted --db: the home folder, not a folder named ~
@@ -153,7 +149,7 @@ def refuse_unfit_path(text: str, option: str | None = None) -> None:
     if found is None:
         if text.endswith(("/", os.sep)):  # (`--db L.db/` said "no ledger file" beside L.db)
             raise InvalidInput(
-                f"{named} ends with {text[-1]!r}, a folder's name: give a file's path"
+                f"{named} ends with {shown(text[-1])}, a folder's name: give a file's path"
             )
         return
     if stat.S_ISDIR(found.st_mode):
@@ -303,7 +299,7 @@ def open_store(
     scheme = match.group(1).lower()
     if scheme not in POSTGRES_SCHEMES:
         raise InvalidInput(
-            f"unknown ledger URL scheme {scheme!r} in {shown_url(text)!r}: give a file path for "
+            f"unknown ledger URL scheme {shown(scheme)} in {shown(shown_url(text))}: give a file path for "
             "a SQLite ledger or a postgresql://user@host/db URL for PostgreSQL"
         )
     if read_only:  # (it would run migrations and accept appends)
@@ -339,7 +335,7 @@ def env_db() -> str | None:
     env = os.environ.get("CTXLEDGER_DB")
     if env and not env.strip():
         raise InvalidInput(
-            f"CTXLEDGER_DB is only blank characters ({env!r}): set it to a file path or a "
+            f"CTXLEDGER_DB is only blank characters ({shown(env)}): set it to a file path or a "
             "postgresql:// URL, or unset it"
         )
     return env or None

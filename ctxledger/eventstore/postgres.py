@@ -46,7 +46,6 @@ import psycopg_pool
 from ctxledger.errors import (
     CtxLedgerError,
     InvalidConfig,
-    InvalidInput,
     StoreError,
     UnknownBlob,
 )
@@ -58,6 +57,7 @@ from ctxledger.eventstore.base import (
     Durability,
     EventStore,
     PreparedBatch,
+    check_durability,
     in_versions,
     of_stream,
     prepare_append,
@@ -79,6 +79,7 @@ from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schem
 from ctxledger.eventstore.postgres_stream import PgStreamed
 from ctxledger.eventstore.postgres_url import (
     SCHEMA_NAME,
+    check_postgres_url,
     describe,
     is_postgres_url,
     split_schema,
@@ -91,6 +92,7 @@ from ctxledger.eventstore.rows import (
     VerifyReport,
     decode_rows,
 )
+from ctxledger.integers import shown
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
@@ -137,16 +139,14 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
         index_dir: str | os.PathLike[str] | None = None,
         create: bool = True,
     ) -> None:
-        if not is_postgres_url(url):
-            raise InvalidInput(f"not a PostgreSQL URL: {url!r}; use postgresql://user@host/db")
+        check_postgres_url(url)
         conninfo, url_schema = split_schema(url)
         self.schema = schema or url_schema or "public"
         if not SCHEMA_NAME.fullmatch(self.schema):
             raise InvalidConfig(
-                f"schema {self.schema!r} must be a lowercase identifier (letters, digits, _)"
+                f"schema {shown(self.schema)} must be a lowercase identifier (letters, digits, _)"
             )
-        if durability not in ("full", "normal"):
-            raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
+        check_durability(durability)
         if blob_threshold < 1 or pool_size < 1 or connect_timeout <= 0:
             raise InvalidConfig("blob_threshold and pool_size must be >= 1, connect_timeout > 0")
         self.durability = durability

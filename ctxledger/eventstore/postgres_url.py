@@ -11,8 +11,17 @@ import re
 import urllib.parse
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown
+from ctxledger.shownurl import shown_url
 
-__all__ = ["SCHEMA_NAME", "NoLedger", "describe", "is_postgres_url", "split_schema"]
+__all__ = [
+    "SCHEMA_NAME",
+    "NoLedger",
+    "check_postgres_url",
+    "describe",
+    "is_postgres_url",
+    "split_schema",
+]
 
 #: the schemas a ledger may live in (a lowercase identifier: never quoted)
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -20,6 +29,17 @@ SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 def is_postgres_url(target: str) -> bool:
     return target.startswith(("postgresql://", "postgres://"))
+
+
+def check_postgres_url(url: str) -> None:
+    """InvalidInput unless `url` is a PostgreSQL URL; the error shows it without its
+    password, query or fragment, and short (it was quoted whole, password and all)."""
+    if not isinstance(url, str):
+        raise InvalidInput(f"a PostgreSQL URL is text, got {type(url).__name__}")
+    if not is_postgres_url(url):
+        raise InvalidInput(
+            f"not a PostgreSQL URL: {shown(shown_url(url))}; use postgresql://user@host/db"
+        )
 
 
 def split_schema(url: str) -> tuple[str, str | None]:

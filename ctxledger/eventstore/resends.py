@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ctxledger.errors import DuplicateEventError, IntegrityError, InvalidEvent, UnknownBlob
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.rows import decode_rows, shown
+from ctxledger.integers import shown as quoted
 
 __all__ = ["StoredAs", "already_stored", "as_stored", "blobs_then"]
 
@@ -49,7 +50,7 @@ def blobs_then(
     def get_blob(ref: str) -> bytes:
         data = new_blobs[ref] if ref in new_blobs else stored(ref)
         if data is None:
-            raise UnknownBlob(f"no blob {ref!r}")
+            raise UnknownBlob(f"no blob {quoted(ref)}")
         return data
 
     return get_blob
@@ -78,21 +79,21 @@ def already_stored(
             where, *stored = row
             if where != batch.stream:
                 raise DuplicateEventError(
-                    f"event id {event_id!r} is already stored in stream {shown(where)}, not "
-                    f"{batch.stream!r}; give every new event a fresh id"
+                    f"event id {quoted(event_id)} is already stored in stream {shown(where)}, not "
+                    f"{quoted(batch.stream)}; give every new event a fresh id"
                 )
             if stored != [kind, schema, payload] and not _same_event(
                 stored, kind, (schema, payload), get_blob
             ):
                 raise DuplicateEventError(
-                    f"event id {event_id!r} is already stored in stream {batch.stream!r} "
+                    f"event id {quoted(event_id)} is already stored in stream {quoted(batch.stream)} "
                     "holding another event; a re-send must be the same events; give "
                     "every new event a fresh id"
                 )
             found = found or event_id
     if found is not None and missing is not None:
         raise DuplicateEventError(
-            f"this append mixes stored event ids ({found!r}) with new ones ({missing!r}): "
+            f"this append mixes stored event ids ({quoted(found)}) with new ones ({quoted(missing)}): "
             "re-send exactly the batch that was written, or give new events fresh ids"
         )
     return found is not None

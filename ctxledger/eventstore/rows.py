@@ -35,6 +35,7 @@ from ctxledger.eventstore.contents import (
     layout_problem,
     layout_refs,
 )
+from ctxledger.integers import shown as quoted
 from ctxledger.messages import JSON
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
@@ -191,8 +192,9 @@ def undecodable(seq: int, problem: object) -> InvalidEvent:
 
 
 def shown(value: object) -> str:
-    """A column's value as an error names it: ``NULL`` or its repr."""
-    return "NULL" if value is None else repr(value)
+    """A column's value as an error names it: ``NULL`` or quoted short (a file's column may
+    hold megabytes or control bytes)."""
+    return "NULL" if value is None else quoted(value)
 
 
 def decode_stored(payload: bytes, schema: int) -> Event:
@@ -461,7 +463,7 @@ class ChainVerifier:
             return self._blame(row, f"gap in the log: seq {self.next_seq} is missing")
         if version != previous_version + 1:
             return self._blame(
-                row, f"gap in stream {stream!r}: version {version} follows {previous_version}"
+                row, f"gap in stream {shown(stream)}: version {version} follows {previous_version}"
             )
         linked = split_linked(stored_hash)
         if self._open and (linked is None or self._open[0][1] != stream):

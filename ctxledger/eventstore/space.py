@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import resource
 
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidConfig, InvalidInput
+from ctxledger.eventstore.base import check_durability
+from ctxledger.inputfile import path_text
+from ctxledger.integers import shown
 
 #: the path of a private temporary SQLite log (SQLite's own temporary database: kept in
 #: its page cache, spilled to an unnamed file, gone when closed); ``":memory:"`` keeps
@@ -25,17 +28,40 @@ UNPERSISTED = (":memory:", TEMPORARY)
 #: a one-event append dirties three pages (the row and two index leaves), all fsynced on
 #: commit; 4 KiB pages made those ~7 % faster than 8 KiB ones, costing batches ~4 %
 PAGE_SIZE = 4096
+#: the most pages SQLite lets a database have (``PRAGMA max_page_count`` takes no more)
+MAX_PAGE_COUNT = 4_294_967_294
 
 
 def ledger_path(path: str | os.PathLike[str]) -> str:
-    """`path` as text; an empty one is refused (a missing setting, not a choice)."""
-    text = os.fspath(path)
+    """`path` as text; refused by name (InvalidInput): an empty one (a missing setting, not
+    a choice), and one no file can have (:func:`~ctxledger.inputfile.path_text`: a
+    number, a NUL, a lone surrogate raised Python's own errors)."""
+    if path == TEMPORARY:  # (the one name holding a NUL: only code asks for it)
+        return TEMPORARY
+    text = path_text(path, "the ledger path")
     if not text.strip():  # (an empty one, or only blanks: a file named by a blank)
-        what = "is empty" if not text else f"{text!r} is only blank characters"
+        what = "is empty" if not text else f"{shown(text)} is only blank characters"
         raise InvalidInput(
             f"the ledger path {what}: give a file path (or ':memory:' for a private in-memory log)"
         )
     return text
+
+
+def check_options(
+    durability: object, busy_timeout_ms: object, blob_threshold: object, max_page_count: object
+) -> None:
+    """InvalidConfig unless a SQLite store's options are in range (a text or a float
+    was a TypeError from the comparison; 2**70 an OverflowError from SQLite)."""
+    check_durability(durability)
+    for name, value, low, high in (
+        ("busy_timeout_ms", busy_timeout_ms, 0, 2**31 - 1),
+        ("blob_threshold", blob_threshold, 1, 2**31 - 1),
+        ("max_page_count", 1 if max_page_count is None else max_page_count, 1, MAX_PAGE_COUNT),
+    ):
+        if type(value) is not int or not low <= value <= high:
+            raise InvalidConfig(
+                f"{name} must be an integer from {low} to {high:,}, got {shown(value)}"
+            )
 
 
 #: below this much free space on the ledger's filesystem a failed write counts as "full"

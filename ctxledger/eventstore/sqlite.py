@@ -83,7 +83,7 @@ from ctxledger.eventstore.rows import (
     chain_tip,
     decode_rows,
 )
-from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, ledger_path
+from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, check_options, ledger_path
 from ctxledger.eventstore.sqlite_errors import check_numbered, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 from ctxledger.eventstore.sqlite_stream import insert_rows, write_stream
@@ -123,16 +123,7 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
         read_only: bool = False,
         existing: bool = False,
     ) -> None:
-        if durability not in ("full", "normal"):
-            raise InvalidConfig(f"durability must be 'full' or 'normal', got {durability!r}")
-        if (
-            busy_timeout_ms < 0
-            or blob_threshold < 1
-            or (max_page_count is not None and max_page_count < 1)
-        ):
-            raise InvalidConfig(
-                "busy_timeout_ms must be >= 0, blob_threshold and max_page_count >= 1"
-            )
+        check_options(durability, busy_timeout_ms, blob_threshold, max_page_count)
         self.path = ledger_path(path)
         self.durability = durability
         self.busy_timeout_ms = busy_timeout_ms

@@ -31,6 +31,7 @@ from ctxledger.eventstore.base import (
     StreamedRequest,
     prepare_append,
 )
+from ctxledger.integers import shown
 
 T = TypeVar("T")
 
@@ -115,12 +116,14 @@ def checked_request(request: Any, seen: set[str]) -> StreamedRequest:
         raise InvalidInput(f"append_stream takes StreamedRequests, got {type(request).__name__}")
     stream, expected = request.stream, request.expected_version
     if not isinstance(stream, str) or not stream or "\x00" in stream:
-        raise InvalidInput(f"stream must be a non-empty session id without NUL, got {stream!r}")
+        raise InvalidInput(
+            f"stream must be a non-empty session id without NUL, got {shown(stream)}"
+        )
     if expected is not None and (type(expected) is not int or expected < 0):
-        raise InvalidInput(f"expected_version must be an int >= 0 or None, got {expected!r}")
+        raise InvalidInput(f"expected_version must be an int >= 0 or None, got {shown(expected)}")
     if stream in seen:
         raise InvalidInput(
-            f"stream {stream!r} appears twice in one append; merge its events into one request"
+            f"stream {shown(stream)} appears twice in one append; merge its events into one request"
         )
     seen.add(stream)
     return request

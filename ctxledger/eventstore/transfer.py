@@ -43,6 +43,7 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest, EventStore
 from ctxledger.eventstore.contents import layout_refs
 from ctxledger.eventstore.rows import ChainFormat, chain_tip, decode_stored, split_linked
+from ctxledger.integers import shown
 
 __all__ = ["CopyReport", "copy_ledger"]
 
@@ -234,7 +235,7 @@ def _compare(source: list[_Row], copied: list[Recorded]) -> None:
             got.hash,
         ):
             raise IntegrityError(
-                f"event {want.event.event_id!r} (seq {want.seq}) was copied with hash "
+                f"event {shown(want.event.event_id)} (seq {want.seq}) was copied with hash "
                 f"{got.hash[:12]}… at seq {got.seq}, not {want.hash[:12]}…: it re-encodes "
                 "differently (a source store that cannot hand out its stored rows?); "
                 "the destination is incomplete: drop it"

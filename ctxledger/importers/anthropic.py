@@ -39,6 +39,7 @@ from ctxledger.importers.common import (
     unique_key,
 )
 from ctxledger.importers.model import ImportedSession
+from ctxledger.integers import shown
 from ctxledger.messages import INSTRUCTION_ROLES
 
 _MESSAGE_META = ("role", "content", "usage", "type")
@@ -146,7 +147,7 @@ def _content_part(b: SessionBuilder, block: dict[str, Any], kind: str, role: str
         return dict(block)
     if kind == "image":
         return image_part(block)
-    b.warn(f"{role} content blocks of type {kind!r} were kept as raw content parts")
+    b.warn(f"{role} content blocks of type {shown(kind)} were kept as raw content parts")
     return dict(block)
 
 
@@ -221,7 +222,7 @@ def add_anthropic_message(
         add_user(b, raw, origin)
         return None
     raise b.src.error(
-        f"unknown role {role!r}; Anthropic messages are 'user' or 'assistant'", origin
+        f"unknown role {shown(role)}; Anthropic messages are 'user' or 'assistant'", origin
     )
 
 

@@ -39,6 +39,7 @@ from ctxledger.importers.common import (
     type_name,
 )
 from ctxledger.importers.model import ImportedSession
+from ctxledger.integers import shown
 from ctxledger.limits import check_token_count
 from ctxledger.messages import INSTRUCTION_ROLES
 
@@ -105,7 +106,7 @@ def _count(usage: Mapping[str, Any], key: str) -> int:
     if value is None:
         return 0
     if type(value) is not int:
-        raise InvalidInput(f"last_token_usage.{key} must be an integer, got {value!r}"[:200])
+        raise InvalidInput(f"last_token_usage.{key} must be an integer, got {shown(value)}")
     return check_token_count(value, f"last_token_usage.{key}")  # the ledger's range
 
 
@@ -157,7 +158,7 @@ class _Rollout:
         elif first and "id" in rec and "timestamp" in rec:
             kind, payload = "session_meta", rec
         elif isinstance(kind, str):
-            self.b.warn(f"rollout records of type {kind!r} are not known and were skipped")
+            self.b.warn(f"rollout records of type {shown(kind)} are not known and were skipped")
             return
         else:
             raise self.src.error("not a Codex rollout record (no text 'type')", lineno)
@@ -248,7 +249,7 @@ class _Rollout:
             self._output(lineno, item)
         else:
             self.b.warn(
-                f"response items of type {kind!r} have no chat-message equivalent and were skipped"
+                f"response items of type {shown(kind)} have no chat-message equivalent and were skipped"
             )
 
     def _message(self, lineno: int, item: dict[str, Any]) -> None:
@@ -268,7 +269,7 @@ class _Rollout:
         elif role in INSTRUCTION_ROLES:  # each kept in its own role
             self.b.add({**extras, "role": role, "content": content_from_parts(parts, "")}, lineno)
         else:
-            raise self.src.error(f"a message item with unknown role {role!r}", lineno)
+            raise self.src.error(f"a message item with unknown role {shown(role)}", lineno)
 
     def _call(self, lineno: int, item: dict[str, Any]) -> None:
         kind = item["type"]

@@ -30,6 +30,7 @@ from ctxledger.importers.model import ImportedSession
 from ctxledger.importers.openai import parse_openai
 from ctxledger.importers.sharegpt import parse_sharegpt
 from ctxledger.inputfile import NotAFile, open_input, read_capped
+from ctxledger.integers import shown
 from ctxledger.limits import json_problem, max_input_bytes, max_json_depth
 
 Importer = Callable[..., list[ImportedSession]]
@@ -270,7 +271,7 @@ def format_name(format: str) -> str:
     name = format.strip().lower().replace("-", "_")
     if name not in IMPORTERS:
         raise ImportFormatError(
-            f"unknown import format {format!r}; expected one of: {FORMAT_CHOICES}"
+            f"unknown import format {shown(format)}; expected one of: {FORMAT_CHOICES}"
         )
     return name
 

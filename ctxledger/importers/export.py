@@ -27,6 +27,7 @@ import msgspec
 
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.model import ImportedSession
+from ctxledger.integers import shown
 from ctxledger.limits import json_depth, too_deep
 from ctxledger.messages import INSTRUCTION_ROLES, check_system_role, content_text
 
@@ -289,7 +290,7 @@ def export_messages(
     exporter = _EXPORTERS.get(format)
     if exporter is None:
         raise InvalidInput(
-            f"unknown export format {format!r}; expected one of {', '.join(EXPORT_FORMATS)}"
+            f"unknown export format {shown(format)}; expected one of {', '.join(EXPORT_FORMATS)}"
         )
     doc = exporter(system_prompt, messages, check_system_role(system_role))
     return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"

@@ -34,6 +34,7 @@ from typing import Any
 from ctxledger.errors import ImportFormatError, InvalidInput
 from ctxledger.importers.common import SessionBuilder, SourceText, normalize_tool_calls
 from ctxledger.importers.model import ImportedSession
+from ctxledger.integers import shown
 from ctxledger.limits import check_token_count, json_depth, not_json
 
 #: session columns kept as the imported session's extras (provenance, not behaviour)
@@ -168,7 +169,7 @@ def _tool_calls(raw: Any, b: SessionBuilder, where: str, index: int) -> list[dic
 
 
 def _message(row: Mapping[str, Any], b: SessionBuilder) -> dict[str, Any]:
-    where = f"session {b.key!r}, messages row {row.get('id', '?')}"
+    where = f"session {shown(b.key)}, messages row {row.get('id', '?')}"
     role = row["role"]
     msg: dict[str, Any] = {"role": role, "content": row["content"]}
     calls = (
@@ -240,26 +241,30 @@ def _usage(row: Mapping[str, Any], b: SessionBuilder) -> None:
     }
     if not all(type(v) is int for v in raw.values()):
         raise b.src.error(
-            "a token count column holds something other than an integer", f"session {b.key!r}"
+            "a token count column holds something other than an integer", f"session {shown(b.key)}"
         )
     try:
         for key, value in raw.items():
             check_token_count(value, f"{key} tokens")  # the ledger's range: not negative
     except InvalidInput as exc:
         raise b.src.error(
-            f"a token count column is out of range: {exc}", f"session {b.key!r}"
+            f"a token count column is out of range: {exc}", f"session {shown(b.key)}"
         ) from None
     if raw["reasoning"] > raw["output"]:
         b.warn("reasoning tokens above the output total were not kept")
         raw["reasoning"] = 0
     if any(raw.values()) and b.messages:
         b.add_usage(
-            raw, f"session {b.key!r}", shape="canonical", model=row.get("model"), aggregate=True
+            raw,
+            f"session {shown(b.key)}",
+            shape="canonical",
+            model=row.get("model"),
+            aggregate=True,
         )
 
 
 def _session_fields(store: _Store, row: Mapping[str, Any], src: SourceText) -> dict[str, Any]:
-    where = f"session {row['id']!r}"
+    where = f"session {shown(row['id'])}"
     config = _json(row.get("model_config"), "model_config", src, where, stored=False)
     ctx = config.get("context_length") if isinstance(config, dict) else None
     extras: dict[str, Any] = {k: row[k] for k in _SESSION_EXTRAS if row.get(k) is not None}
@@ -289,7 +294,7 @@ def _check_ids(rows: list[Mapping[str, Any]], path: str) -> set[str]:
             raise ImportFormatError("a row of the sessions table has no id", path=path)
         if str(raw) in seen:
             raise ImportFormatError(
-                f"two rows of the sessions table have the id {str(raw)!r} (read as text); "
+                f"two rows of the sessions table have the id {shown(str(raw))} (read as text); "
                 "session ids must be unique",
                 path=path,
             )
@@ -319,7 +324,7 @@ def _import_session(
         b = SessionBuilder(src, sid if last else _segment_key(sid, k + 1, taken), "hermes_db")
         b.system_prompt = store.system_prompt(row)
         for r in seg:
-            b.add(_message(r, b), f"session {sid!r}, messages row {r.get('id', '?')}")
+            b.add(_message(r, b), f"session {shown(sid)}, messages row {r.get('id', '?')}")
         if last:
             _usage(row, b)
         for note in (*store.schema_warnings, *notes):
@@ -385,7 +390,7 @@ def _chain_of(rows: list[Mapping[str, Any]], session: str, path: str) -> list[Ma
     (children that continue their parent only, the earliest started first)."""
     by_id = {str(r["id"]): r for r in rows}
     if session not in by_id:
-        raise ImportFormatError(f"no session {session!r} in this state.db", path=path)
+        raise ImportFormatError(f"no session {shown(session)} in this state.db", path=path)
     parents = compression_parents(by_id.get, session)
     chain = [parents[-1][1] if parents else by_id[session]]
     for _ in range(CHAIN_CAP):

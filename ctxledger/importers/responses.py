@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown
 from ctxledger.messages import kind_of, refusal_text
 
 JSON = dict[str, Any]
@@ -181,7 +182,7 @@ def _check_item(item: Any, index: int) -> Mapping[str, Any]:
     kind = item.get("type")
     if _is_message(item):
         if item["role"] not in (*_OWN_ROLES, "assistant"):
-            raise InvalidInput(f"item {index}: unknown message role {item['role']!r}")
+            raise InvalidInput(f"item {index}: unknown message role {shown(item['role'])}")
     elif kind in ("function_call", "function_call_output"):
         if not isinstance(item.get("call_id"), str) or not item["call_id"]:
             raise InvalidInput(f"item {index}: {kind} without a string call_id")

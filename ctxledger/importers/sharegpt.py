@@ -34,6 +34,7 @@ from ctxledger.importers.common import (
     unique_key,
 )
 from ctxledger.importers.model import ImportedSession
+from ctxledger.integers import shown
 
 THINK_RE = re.compile(r"\A\s*<think>(.*?)</think>", re.S)
 
@@ -218,7 +219,7 @@ def add_turns(
         role = ROLE_OF.get(str(turn.get("from")))
         if role is None:
             raise b.src.error(
-                f"turn {i}: unknown 'from' {turn.get('from')!r}; expected system, human, gpt or tool",
+                f"turn {i}: unknown 'from' {shown(turn.get('from'))}; expected system, human, gpt or tool",
                 origin,
             )
         value: str = turn["value"]

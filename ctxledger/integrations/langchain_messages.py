@@ -20,6 +20,7 @@ from langchain_core.messages import (
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxledger.compressor import markers
+from ctxledger.integers import shown
 from ctxledger.integrations.common import finite_schema
 from ctxledger.integrations.langchain_keys import LC_ID
 from ctxledger.limits import check_input_text, check_token_count
@@ -185,7 +186,7 @@ def sent_tools(tools: Sequence[Any], own: Any) -> list[Any]:
         return []
     if not any(t is own for t in tools) and any(_named(t) == own.name for t in tools):
         warnings.warn(
-            f"ctxledger: the agent's own tool {own.name!r} replaces the middleware's: "
+            f"ctxledger: the agent's own tool {shown(own.name)} replaces the middleware's: "
             "a tool output stored out of the context cannot be read back by the model",
             UserWarning,
             stacklevel=2,

@@ -42,6 +42,7 @@ from typing import Any
 from ctxledger import ContextService, InvalidInput
 from ctxledger.events import UsageReported
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.integers import shown
 from ctxledger.integrations.common import (
     KEY_KEPT,
     digest_key,
@@ -117,7 +118,7 @@ class CtxLedgerSession:
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip() or "~" in session_id:
             raise InvalidInput(
-                f"session_id must be a non-empty string without '~', got {session_id!r}"
+                f"session_id must be a non-empty string without '~', got {shown(session_id)}"
             )
         if agent is not None and system_prompt is not None:
             raise InvalidInput("give system_prompt or agent, not both (the agent's is its prompt)")
@@ -215,7 +216,7 @@ class CtxLedgerSession:
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
         ):
-            raise InvalidInput(f"limit must be a non-negative integer or None, got {limit!r}")
+            raise InvalidInput(f"limit must be a non-negative integer or None, got {shown(limit)}")
         sid = self.ledger_session_id()
         self._claim_carried(_usage(wrapper), sid)
         if sid is None:

@@ -49,7 +49,8 @@ from ctxledger.eventstore.opening import (
 from ctxledger.eventstore.readonly import belongs_to_another
 from ctxledger.eventstore.rows import VerifyReport, chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
-from ctxledger.inputfile import NotAFile, open_input, read_capped
+from ctxledger.inputfile import NotAFile, open_input, read_capped, shown_path
+from ctxledger.integers import shown
 from ctxledger.ledger.derived import differing_values
 
 _KEY_BYTES = 32
@@ -155,14 +156,16 @@ def _read_small(path: Path, what: str, most: int = _MOST_BYTES) -> bytes:
         with open_input(path, pipes=False) as fh:
             data = read_capped(fh, most)
     except NotAFile as exc:
-        raise InvalidInput(f"{what} {path} is {exc.strerror}") from None
+        raise InvalidInput(f"{what} {shown_path(path)} is {exc.strerror}") from None
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise InvalidInput(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+        raise InvalidInput(
+            f"{what} {shown_path(path)} cannot be read: {exc.strerror or exc}"
+        ) from None
     if not data or len(data) > most:
         size = "empty" if not data else f"over {most:,} bytes"
-        raise InvalidInput(f"{what} {path} is {size}")
+        raise InvalidInput(f"{what} {shown_path(path)} is {size}")
     return data
 
 
@@ -357,7 +360,7 @@ def _check_derived(store: EventStore, report: VerifyReport) -> VerifyReport:
         return _failed(
             report,
             wrong.seq,
-            f"the derived value {wrong.kind!r} of content {wrong.ref} differs from its "
+            f"the derived value {shown(wrong.kind)} of content {wrong.ref} differs from its "
             "recomputation (`ctxledger upgrade` replaces it)",
         )
     return report
@@ -384,7 +387,7 @@ def _derived_checked(store: EventStore, report: VerifyReport) -> VerifyReport:
 def _bad_expected(expect: str) -> InvalidInput:
     return InvalidInput(
         f"--expect-head takes HASH or SEQ:HASH, the head `ctxledger verify` prints (a hash is "
-        f"64 hex characters, SEQ a sequence number), got {expect!r}"
+        f"64 hex characters, SEQ a sequence number), got {shown(expect)}"
     )
 
 

@@ -15,7 +15,7 @@ import msgspec
 
 from ctxledger.collector import collector_paused
 from ctxledger.compressor.assemble import feedback
-from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.recording import (
     CompactionInput,
     Prepared,
@@ -100,8 +100,11 @@ def plan_compaction(
     if focus is not None:  # a number or a lone surrogate failed deep in the summarizer
         focus = str(check_name(focus, "focus", MAX_FOCUS_CHARS, lines=True))  # (a str subclass)
     ledger.live_session(session_id)
-    return prepare(
-        compaction_input(ledger, session_id), config or ledger.config, focus=focus, force=force
+    return prepare(  # (a dict of settings as config was an AttributeError in the planner)
+        compaction_input(ledger, session_id),
+        checked_config(config) or ledger.config,
+        focus=focus,
+        force=force,
     )
 
 

@@ -30,6 +30,7 @@ from ctxledger.events import (
     encode_event,
 )
 from ctxledger.eventstore.base import AppendRequest, EventStore
+from ctxledger.integers import printable, shown
 from ctxledger.projections.stored import SessionView, StoredMessage
 
 __all__ = ["check_decodable", "check_references", "listed"]
@@ -77,7 +78,7 @@ def check_decodable(
             if type(event) is MessageAppended:
                 if not isinstance(event.message_id, str) or not event.message_id:
                     raise InvalidInput(
-                        f"a message id is non-empty text, got {event.message_id!r}; "
+                        f"a message id is non-empty text, got {shown(event.message_id)}; "
                         "nothing was appended"
                     )
                 if event.message_id in fresh or (
@@ -85,7 +86,7 @@ def check_decodable(
                     and _stored_by(store, known[event.message_id]) != event.event_id
                 ):
                     raise InvalidInput(
-                        f"message id {event.message_id!r} is already taken; give every "
+                        f"message id {shown(event.message_id)} is already taken; give every "
                         "message a new id (nothing was appended)"
                     )
                 fresh.add(event.message_id)
@@ -104,8 +105,9 @@ def check_decodable(
                 OverflowError,
                 RecursionError,
             ) as exc:
-                raise InvalidInput(
-                    f"{name} has a field of the wrong type or value ({exc}); nothing was appended"
+                raise InvalidInput(  # (msgspec's text quotes a bad value whole: cut it)
+                    f"{name} has a field of the wrong type or value "
+                    f"({printable(str(exc)[:300])}); nothing was appended"
                 ) from None
 
 
@@ -125,7 +127,7 @@ def check_references(
         events = list(request.events)
         if view is None and not (events and isinstance(events[0], SessionStarted)):
             raise UnknownSession(
-                f"no session {request.stream!r}; a new session must begin with SessionStarted"
+                f"no session {shown(request.stream)}; a new session must begin with SessionStarted"
             )
         batch = incoming.get(request.stream, set())
         batch = batch | {e.message_id for e in events if isinstance(e, MessageAppended)}
@@ -134,5 +136,5 @@ def check_references(
                 continue
             if view is None or e.message_id not in view.live:
                 raise UnknownMessage(
-                    f"message {e.message_id!r} is not in the live view of {request.stream!r}"
+                    f"message {shown(e.message_id)} is not in the live view of {shown(request.stream)}"
                 )

@@ -308,7 +308,7 @@ class Ledger:
             raise InvalidInput(f"a {reason} session needs a parent_session_id")
         sid = self.ids("ses") if spec.session_id is None else check_session_id(spec.session_id)
         if sid in self.transcript.state.sessions:
-            raise InvalidInput(f"session {sid!r} already exists")
+            raise InvalidInput(f"session {shown(sid)} already exists")
         events = self.start_events(sid, spec)
         self.append([AppendRequest(sid, events, 0)])
         return sid
@@ -488,7 +488,7 @@ class Ledger:
         view = self.live_session(session_id)
         if message_id not in view.live:
             raise UnknownMessage(
-                f"message {shown(message_id)} is not in the live view of {session_id!r}"
+                f"message {shown(message_id)} is not in the live view of {shown(session_id)}"
             )
         event = MessagePinned(**self.event_fields(session_id), message_id=message_id, pinned=pinned)
         self.append([AppendRequest(session_id, [event], self.version(session_id))])

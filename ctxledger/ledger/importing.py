@@ -39,6 +39,7 @@ from ctxledger.events import (
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.streamed import chunks
 from ctxledger.importers.model import ImportedSession, ImportedUsage
+from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import IMPORT_DIGEST, SessionSpec
 from ctxledger.limits import MAX_MODEL_CHARS, MAX_REASON_CHARS, check_name
@@ -94,7 +95,7 @@ def _ordered(sessions: Sequence[ImportedSession]) -> list[ImportedSession]:
         if s.key in placed:
             return
         if depth > len(sessions):
-            raise InvalidInput(f"session {s.key!r}: parent links form a cycle")
+            raise InvalidInput(f"session {shown(s.key)}: parent links form a cycle")
         parent = by_key.get(s.parent_key or "")
         if parent is not None:
             place(parent, depth + 1)
@@ -112,7 +113,7 @@ def _check_unique_keys(sessions: Sequence[ImportedSession]) -> None:
     for s in sessions:
         if s.key in seen:
             raise InvalidInput(
-                f"two imported sessions have the key {s.key!r}: the importer must name each "
+                f"two imported sessions have the key {shown(s.key)}: the importer must name each "
                 "session once (nothing was imported)"
             )
         seen.add(s.key)
@@ -139,7 +140,7 @@ def import_sessions(
         raise InvalidInput("nothing to import: the file holds no messages")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         # "" fell back to the default model without a word; start_session refuses it
-        raise InvalidInput(f"the model to record must be a non-empty string, got {model!r}")
+        raise InvalidInput(f"the model to record must be a non-empty string, got {shown(model)}")
     _check_unique_keys(sessions)
     ordered = _ordered(sessions)
     keys = {s.key: ledger.ids("ses") for s in ordered}
@@ -177,7 +178,7 @@ def _naming(s: ImportedSession) -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        raise type(exc)(f"session {s.key!r}: {exc}") from exc
+        raise type(exc)(f"session {shown(s.key)}: {exc}") from exc
 
 
 def _record_digest(events: list[Event], digest: str) -> None:

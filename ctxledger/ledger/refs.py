@@ -49,7 +49,7 @@ def resolve_session(state: ChainsState, ref: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise InvalidInput(f"session prefix {ref!r} is ambiguous ({len(matches)} sessions)")
+        raise InvalidInput(f"session prefix {shown(ref)} is ambiguous ({len(matches)} sessions)")
     compactions = compaction_matches(state.compacted, ref)
     if len(compactions) == 1:
         raise UnknownSession(_a_compaction(state, compactions[0]))
@@ -102,7 +102,7 @@ def resolve_message(view: SessionView, ref: str | int) -> str:
             raise InvalidInput("index 0 is the system prompt, which every view keeps anyway")
         if not offset <= ref < len(live) + offset:
             raise UnknownMessage(
-                f"no message at index {shown(ref)} of {session_id!r} (the view has indexes "
+                f"no message at index {shown(ref)} of {shown(session_id)} (the view has indexes "
                 f"{offset}..{len(live) + offset - 1}; `ctxledger show` lists them)"
             )
         return live[ref - offset]
@@ -119,7 +119,7 @@ def resolve_message(view: SessionView, ref: str | int) -> str:
             f"{shown(ref)} matches {len(matches)} live messages; give more of the id"
         )
     raise UnknownMessage(
-        f"message {shown(ref)} is not in the live view of {session_id!r} "
+        f"message {shown(ref)} is not in the live view of {shown(session_id)} "
         "(`ctxledger show` lists ids and indexes)"
     )
 
@@ -137,8 +137,8 @@ def resolve_pin(named: SessionView, tip: SessionView, ref: str | int) -> str:
     message_id = resolve_message(named, ref)
     if message_id not in tip.live:
         raise InvalidInput(
-            f"message {message_id!r} ({ref!r} in `ctxledger show {named.session_id}`) is no "
-            f"longer live at the chain's tip {tip.session_id!r}, and a pin applies to the tip "
+            f"message {shown(message_id)} ({shown(ref)} in `ctxledger show {named.session_id}`) is no "
+            f"longer live at the chain's tip {shown(tip.session_id)}, and a pin applies to the tip "
             f"only; `ctxledger show {tip.session_id}` lists what can be pinned"
         )
     return message_id

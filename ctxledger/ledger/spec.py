@@ -10,7 +10,7 @@ checked alike.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -72,9 +72,12 @@ class SessionSpec(msgspec.Struct, frozen=True, kw_only=True):
     loop: str | None = None
 
     def __post_init__(self) -> None:
+        if self.reason not in get_args(SessionReason):  # (msgspec quoted a 2 MB one whole)
+            choices = ", ".join(get_args(SessionReason))
+            raise InvalidInput(f"reason must be one of {choices}, got {quoted(self.reason)}")
         if check_system_role(self.system_role) != "system" and self.system_prompt is None:
             # refused, not kept for a later prompt: a session has no role without a prompt
-            raise InvalidInput(f"system_role {self.system_role!r} needs a system_prompt")
+            raise InvalidInput(f"system_role {quoted(self.system_role)} needs a system_prompt")
 
 
 #: the agent loops a what-if can replay: ``hermes`` (HERMES_SPEC §2: hygiene before a

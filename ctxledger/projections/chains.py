@@ -138,8 +138,8 @@ class ChainsProjection:
         one wording): why it ended, and where the conversation goes on
         (:meth:`live_end`), or that none of it is live."""
         node, live = self.lineage(session_id), self.live_end(session_id)
-        then = f"its live continuation is {live!r}" if live else "start a new session"
-        return f"session {session_id!r} has ended ({node.end_reason}); {then}"
+        then = f"its live continuation is {shown(live)}" if live else "start a new session"
+        return f"session {shown(session_id)} has ended ({node.end_reason}); {then}"
 
     def root(self, session_id: str) -> str:
         """Walk back through compression parents to the chain's first session."""

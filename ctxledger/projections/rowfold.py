@@ -34,6 +34,7 @@ from ctxledger.eventstore.rows import (
     shown,
     undecodable,
 )
+from ctxledger.integers import shown_id
 from ctxledger.messages import JSON
 from ctxledger.projections.bodies import Bodies
 from ctxledger.projections.stored import SessionView, StoredMessage, TranscriptState
@@ -246,14 +247,19 @@ def _check_unstarted(seq: int, stream_id: object, names: Mapping[int, str], bodi
     if stream_id is None:
         problem = "the row's stream_id is NULL"
     elif stream_id not in names:
-        problem = f"the row's stream_id {stream_id!r} names no stream"
+        problem = f"the row's stream_id {shown(stream_id)} names no stream"
     elif not isinstance(name, str):
-        problem = f"the row's stream_id {stream_id!r} names a stream whose name is {shown(name)}"
+        problem = (
+            f"the row's stream_id {shown(stream_id)} names a stream whose name is {shown(name)}"
+        )
     else:
         session = bodies.event_at(seq).session_id
         if session == name:
             return
-        problem = f"the row's stream {name!r} is not its event's session {session!r}"
+        # (whole: Codex segments `stem#2`, `stem#3` must read apart)
+        problem = (
+            f"the row's stream {shown_id(name)} is not its event's session {shown_id(session)}"
+        )
     raise undecodable(seq, problem)
 
 

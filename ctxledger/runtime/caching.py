@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown
 from ctxledger.messages import INSTRUCTION_ROLES
 
 CacheTTL = Literal["5m", "1h"]
@@ -114,7 +115,7 @@ def apply_cache_markers(
     (shallow list copy); marked ones are deep copies.
     """
     if ttl not in ("5m", "1h"):
-        raise InvalidInput(f"cache ttl must be '5m' or '1h', got {ttl!r}")
+        raise InvalidInput(f"cache ttl must be '5m' or '1h', got {shown(ttl)}")
     out = list(messages)
     if not out:
         return out

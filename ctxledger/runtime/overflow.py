@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from ctxledger.errors import ContextOverflowError, InvalidInput
-from ctxledger.integers import shown
+from ctxledger.integers import printable, shown
 from ctxledger.runtime import overflow_patterns as pt
 
 ErrorKind = Literal[
@@ -422,10 +422,12 @@ class OverflowRecovery:
     def start_attempt(self, cls: ProviderErrorClass) -> int:
         """Count one more attempt (1-based number returned) or give up."""
         if self.attempts >= self.max_attempts:
+            # the provider's excerpt whole (at most its 240 characters: the numbers that
+            # decided), escaped: a quote cut at 40 cut a number in two
+            said = f" ('{printable(cls.evidence[:_EVIDENCE_CHARS])}')" if cls.evidence else ""
             raise ContextOverflowError(
                 f"The provider still rejects the prompt as too long after {self.attempts} "
-                f"compression attempt{'s' if self.attempts != 1 else ''}"
-                f"{f' ({cls.evidence!r})' if cls.evidence else ''}. {_SUGGESTION}"
+                f"compression attempt{'s' if self.attempts != 1 else ''}{said}. {_SUGGESTION}"
             )
         self.attempts += 1
         return self.attempts

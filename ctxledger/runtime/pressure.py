@@ -19,6 +19,7 @@ from typing import Final, Literal, NamedTuple
 import msgspec
 
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown
 
 #: two fallback summaries in a row mean the summarizer is not working: automatic
 #: compression pauses until a summary succeeds (hermes-agent 0.19's breaker)
@@ -32,13 +33,13 @@ TokenSource = Literal["real", "estimate"]
 def _non_negative(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}")
+            raise InvalidInput(f"{name} must be a non-negative integer, got {shown(value)}")
 
 
 def _positive(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
+            raise InvalidInput(f"{name} must be a positive integer, got {shown(value)}")
 
 
 # --- pressure warnings ---------------------------------------------------------------

@@ -296,7 +296,7 @@ class ServiceCore:
         else:
             if not is_int(expected_version) or expected_version < 0:
                 raise InvalidInput(
-                    f"expected_version must be an integer ≥ 0, got {expected_version!r}"
+                    f"expected_version must be an integer ≥ 0, got {quoted(expected_version)}"
                 )
             sid = self._live_tip(session_id)
             if sid != session_id or self.ledger.version(sid) != expected_version:

@@ -74,13 +74,15 @@ def host_size(
     if len(reasons) > 1:
         raise InvalidInput(f"a host's compaction has one reason, not {' and '.join(reasons)}")
     if hard_limit is not None and not (hygiene and is_int(hard_limit) and hard_limit > 0):
-        raise InvalidInput(f"hard_limit is a hygiene's positive message count, got {hard_limit!r}")
+        raise InvalidInput(
+            f"hard_limit is a hygiene's positive message count, got {shown(hard_limit)}"
+        )
     if agent is not None and (not isinstance(agent, str) or not agent):
-        raise InvalidInput(f"agent must be a non-empty string, got {agent!r}")
+        raise InvalidInput(f"agent must be a non-empty string, got {shown(agent)}")
     if tokens is not None:
         tokens = check_token_count(tokens, "tokens")
     if beyond is not None and not is_int(beyond):
-        raise InvalidInput(f"beyond must be an integer, got {beyond!r}")
+        raise InvalidInput(f"beyond must be an integer, got {shown(beyond)}")
     return reasons[0] if reasons else "preflight", tokens
 
 

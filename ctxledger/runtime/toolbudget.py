@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from ctxledger.errors import InvalidConfig, InvalidInput
+from ctxledger.integers import shown
 
 PersistReason = Literal["per_result", "per_turn"]
 
@@ -69,7 +70,9 @@ class ToolBudget(msgspec.Struct, frozen=True, kw_only=True):
         for name in ("per_result_chars", "per_turn_chars", "preview_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise InvalidConfig(f"ToolBudget.{name} must be a positive integer, got {value!r}")
+                raise InvalidConfig(
+                    f"ToolBudget.{name} must be a positive integer, got {shown(value)}"
+                )
 
     @classmethod
     def for_window(cls, context_length: int, **overrides: Any) -> ToolBudget:
@@ -84,7 +87,7 @@ class ToolBudget(msgspec.Struct, frozen=True, kw_only=True):
             or context_length <= 0
         ):
             raise InvalidConfig(
-                f"context_length must be a positive integer, got {context_length!r}"
+                f"context_length must be a positive integer, got {shown(context_length)}"
             )
         # integer arithmetic (15 % x 4 = 60/100) so the figures never drift by float rounding
         per_result = min(
@@ -307,7 +310,7 @@ class SliceResult(msgspec.Struct, frozen=True, kw_only=True):
 
 def _check_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{name} must be an integer, got {value!r}")
+        raise InvalidInput(f"{name} must be an integer, got {shown(value)}")
     return value
 
 

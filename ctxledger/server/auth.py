@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from ctxledger.errors import InvalidInput
 from ctxledger.inputfile import open_input, read_capped
+from ctxledger.integers import shown
 from ctxledger.server.errors import HTTPError
 
 #: the header a guarded proxy endpoint reads (its Authorization header is the upstream's)
@@ -64,7 +65,7 @@ def check_bind(host: str, token: str | None) -> None:
     if token is None and not is_loopback(host):
         raise InvalidInput(
             # not "token: pass ...": the CLI redacts its errors, and "token: WORD" reads as a secret
-            f"refusing to listen on {host!r} without a token (give --token-file FILE, "
+            f"refusing to listen on {shown(host)} without a token (give --token-file FILE, "
             "or bind to 127.0.0.1)"
         )
 

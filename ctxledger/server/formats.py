@@ -19,6 +19,7 @@ from ctxledger.importers.anthropic import add_anthropic_message, add_assistant, 
 from ctxledger.importers.common import SessionBuilder, SourceText, text_of_parts
 from ctxledger.importers.export import _anthropic as anthropic_document
 from ctxledger.importers.responses import STUBS
+from ctxledger.integers import shown
 from ctxledger.limits import MAX_CONTEXT_LENGTH, MAX_MODEL_CHARS, check_name
 from ctxledger.messages import INSTRUCTION_ROLES, audio_reference, kind_of, refusal_text
 from ctxledger.server.history import strip_cache_markers
@@ -32,6 +33,7 @@ from ctxledger.server.upstream_reply import (
     optional_list,
     optional_object,
     optional_str,
+    unless_cut_in_a_call,
     usage_block,
 )
 
@@ -142,7 +144,7 @@ def _messages(body: Mapping[str, Any]) -> list[Any]:
         raise InvalidInput("'messages' must be a non-empty list")
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
-            raise InvalidInput(f"messages[{index}] must be a JSON object, got {message!r}"[:200])
+            raise InvalidInput(f"messages[{index}] must be a JSON object, got {shown(message)}")
     return messages
 
 
@@ -273,7 +275,7 @@ def openai_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
         return None, usage
     choice = need_object(body["choices"][0], "choices[0]")
     message = check_openai_message(choice.get("message"), "choices[0].message")
-    return openai_reply(message), usage
+    return unless_cut_in_a_call(openai_reply(message), choice.get("finish_reason")), usage
 
 
 @dataclass
@@ -341,7 +343,7 @@ class OpenAIStream:
             {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
             for _, c in sorted(self.calls.items())
         ]
-        return openai_reply(
+        whole = openai_reply(
             {
                 "content": "".join(self.content)
                 if self.content or not (calls or self.refusal or self.audio)
@@ -351,6 +353,7 @@ class OpenAIStream:
                 "audio": {"id": self.audio},
             }
         )
+        return unless_cut_in_a_call(whole, self.finish_reason)
 
 
 # --------------------------------------------------------------------------- Anthropic
@@ -491,7 +494,7 @@ def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
             got = kind_of(block["input"])
             raise BadUpstreamReply(f"content[{i}].input of a tool_use must be an object, got {got}")
     try:
-        return anthropic_reply(content), usage
+        return unless_cut_in_a_call(anthropic_reply(content), body.get("stop_reason")), usage
     except InvalidInput as exc:
         raise BadUpstreamReply(str(exc)) from None
 
@@ -504,6 +507,7 @@ class AnthropicStream:
     partial: dict[int, str] = field(default_factory=dict)
     usage: JSONDict | None = None
     stopped: bool = False
+    stop_reason: Any = None
 
     def feed(self, ev: SSEEvent) -> bool:
         data = decode_event(ev.data)  # BadUpstreamReply: not an event
@@ -524,6 +528,9 @@ class AnthropicStream:
             usage = optional_object(data.get("usage"), "message_delta's usage")
             extra = {k: v for k, v in usage.items() if v is not None}
             self.usage = {**(self.usage or {}), **extra}
+            delta = data.get("delta")  # (read for its stop_reason only: nothing else checked)
+            stop = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+            self.stop_reason = stop if stop is not None else self.stop_reason  # the last said
         elif kind == "message_stop":
             self.stopped = True
         return True
@@ -566,7 +573,7 @@ class AnthropicStream:
             {k: v for k, v in b.items() if v is not None} for _, b in sorted(self.blocks.items())
         ]
         try:
-            return anthropic_reply(blocks)
+            return unless_cut_in_a_call(anthropic_reply(blocks), self.stop_reason)
         except InvalidInput as exc:
             raise BadUpstreamReply(str(exc)) from None
 

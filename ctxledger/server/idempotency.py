@@ -32,6 +32,7 @@ from starlette.requests import Request
 
 from ctxledger.clock import IdGenerator
 from ctxledger.events import MessageAppended, ToolCallIdsRepaired, ToolOutputPersisted
+from ctxledger.integers import shown
 from ctxledger.messages import CallIdRepair
 from ctxledger.runtime.service_io import TurnResult, append_notices
 from ctxledger.server.errors import HTTPError
@@ -156,7 +157,7 @@ class KeyedAppend:
         return HTTPError(
             422,
             "idempotency_key_reused",
-            f"{HEADER} {self.key!r} was already used for another request (another body, "
+            f"{HEADER} {shown(self.key)} was already used for another request (another body, "
             "or another path: a re-send goes to the path of the first send, even once "
             "that session was compacted); nothing appended: send a new key for a new request",
         )

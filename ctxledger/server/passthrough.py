@@ -25,6 +25,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ctxledger.integers import shown
 from ctxledger.server.clientgone import while_connected
 from ctxledger.server.errors import HTTPError, provider_error_body
 from ctxledger.server.forwarding import admit, forwarded_headers
@@ -51,7 +52,7 @@ def api_path(template: str, params: dict[str, str]) -> str:
     reached ``GET /v1``)."""
     for name, value in params.items():
         if value in (".", ".."):
-            raise HTTPError(400, "bad_path", f"{name} {value!r} names no model")
+            raise HTTPError(400, "bad_path", f"{name} {shown(value)} names no model")
     quoted = {k: urllib.parse.quote(v, safe=":@") for k, v in params.items()}
     return template.removeprefix("/v1").format(**quoted)
 

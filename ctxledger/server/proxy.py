@@ -72,10 +72,12 @@ from ctxledger.server.upstream_reply import (
     decode_reply,
     error_event,
     forwarded,
+    kept_empty,
     read_upstream,
     read_whole,
     refuse_encoded,
     response_headers,
+    says_nothing,
     upstream_failed,
 )
 from ctxledger.shownurl import with_path
@@ -110,6 +112,7 @@ class Turn:
         """`forwarded`: the client's headers the upstream gets, checked once at arrival
         (:func:`forwarded_headers`); every attempt sends the same."""
         self.state, self.api, self.request, self.body, self.turn = state, api, request, body, turn
+        turn.messages = [kept_empty(m) if isinstance(m, dict) else m for m in turn.messages]
         self.headers = {**forwarded, "content-type": "application/json", **UPSTREAM_ENCODING}
         self.svc = state.service
         self.session_id = ""
@@ -273,6 +276,10 @@ class Turn:
         if self.repeat:
             log.info("session %s: a repeated turn's reply is not recorded", self.session_id)
             return
+        empty = isinstance(reply, dict) and says_nothing(reply)
+        if empty:
+            log.info("session %s: an empty reply is not recorded", self.session_id)
+            reply = None
         # the client has its answer either way; the log says why the ledger lacks it
         if reply:
             replies = reply if isinstance(reply, list) else [reply]
@@ -285,7 +292,8 @@ class Turn:
                 return
         if usage:
             # a final answer leaves the in-loop check to the next request's preflight (Hermes)
-            asked = None if not reply else any(asks_for_tools(m) for m in replies)
+            # (an empty reply, not recorded, asked for nothing: no in-loop compaction)
+            asked = (False if empty else None) if not reply else any(map(asks_for_tools, replies))
             try:
                 result = await self.svc.report_usage(
                     self.session_id, usage, model=self.turn.model, tool_calls=asked

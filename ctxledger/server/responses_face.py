@@ -21,7 +21,8 @@ stored but never sent), so the request is completed with the recorded line up to
 reply and then handled like one that sent the whole conversation — the upstream gets
 the compacted view and no ``previous_response_id`` (the provider's copy of the history
 is the uncompacted one, so it is never used). Chaining from an older response forks a
-branch. An id the proxy did not record (a cut stream, another client) is refused with a
+branch. An id the proxy did not record (a cut stream, another client, a response left
+``incomplete`` with a cut function call in it) is refused with a
 400 in OpenAI's error shape, as is everything else that leans on state kept by the
 provider: ``conversation``, ``item_reference`` input items, and ``background`` (the
 answer would be fetched later, past the proxy). ``store: false`` keeps nothing at the
@@ -30,6 +31,7 @@ provider; reasoning items then need ``include: ["reasoning.encrypted_content"]``
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ import httpx
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
+from ctxledger.integers import shown
 from ctxledger.messages import INSTRUCTION_ROLES
 from ctxledger.runtime import classify_provider_error
 from ctxledger.server.errors import HTTPError
@@ -216,6 +219,31 @@ def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
     return messages or None
 
 
+def _unless_cut(
+    reply: list[JSONDict] | None, items: Any, status: str | None
+) -> list[JSONDict] | None:
+    """`reply`, or None when the response is ``incomplete`` and one of its function calls
+    is cut: the item's own status is ``incomplete`` or its arguments are not JSON. No
+    agent runs a cut call (the Agents SDK fails the run). Anything else an incomplete
+    response holds is recorded: a client that chains with ``previous_response_id`` sends
+    nothing back, so the proxy must hold its reply."""
+    if status != "incomplete" or not isinstance(items, list):
+        return reply
+    return None if any(_cut_call(i) for i in items) else reply
+
+
+def _cut_call(item: Any) -> bool:
+    if not isinstance(item, Mapping) or item.get("type") != "function_call":
+        return False
+    if item.get("status") == "incomplete":
+        return True
+    try:
+        json.loads(item.get("arguments") or "{}")
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
 def _family_root(ledger: Ledger, session_id: str) -> str:
     node, seen = ledger.chains.lineage(session_id), {session_id}
     while node.parent_session_id is not None and node.parent_session_id not in seen:
@@ -244,15 +272,17 @@ def resolve_previous(
         raise HTTPError(
             400,
             "provider_state_unsupported",
-            f"previous_response_id {previous!r} is not a response this proxy recorded, and "
-            f"history kept only by the provider cannot be compacted: {SEND_WHOLE_INPUT}",
+            f"previous_response_id {shown(previous)} is not a response this proxy recorded (not "
+            "recorded: a response cut inside a function call, an empty one, a cut stream, "
+            "another proxy's), and history kept only by the provider cannot be compacted: "
+            f"{SEND_WHOLE_INPUT}",
         )
     family = _family_root(ledger, stored.session_id)
     header = (request.headers.get(SESSION_HEADER) or "").strip()
     if header and header != family:
         raise InvalidInput(
-            f"previous_response_id {previous!r} continues session {family!r}, "
-            f"not {header!r} ({SESSION_HEADER})"
+            f"previous_response_id {shown(previous)} continues session {shown(family)}, "
+            f"not {shown(header)} ({SESSION_HEADER})"
         )
     turn.messages = [dict(m) for m in recorded[: end + 1]] + turn.messages
     return family
@@ -265,7 +295,8 @@ def responses_json_reply(data: Any) -> tuple[list[JSONDict] | None, JSONDict | N
     status = optional_str(body.get("status"), "'status'") or "completed"
     if status not in _FINISHED:
         return None, usage
-    return _reply(body.get("output"), optional_str(body.get("id"), "'id'")), usage
+    reply = _reply(body.get("output"), optional_str(body.get("id"), "'id'"))
+    return _unless_cut(reply, body.get("output"), status), usage
 
 
 @dataclass
@@ -317,7 +348,7 @@ class ResponsesStream:
         items = (
             self.output if self.output is not None else [i for _, i in sorted(self.done.items())]
         )
-        return _reply(items, self.response_id)
+        return _unless_cut(_reply(items, self.response_id), items, self.status)
 
 
 #: events a stream opens with, before any output

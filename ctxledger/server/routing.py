@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import all_digits, ascii_int, quoted_short
+from ctxledger.integers import all_digits, ascii_int, quoted_short, shown
 from ctxledger.limits import json_problem, max_json_depth, walked_depth
 from ctxledger.server.errors import HTTPError
 
@@ -287,7 +287,7 @@ def check_session_id(value: object, what: str) -> str:
     if not (isinstance(value, str) and SESSION_ID.fullmatch(value)):
         raise InvalidInput(
             f"{what} must be 1-200 characters of letters, digits and ._:@- "
-            f"(starting with a letter or digit), got {value!r}"[:300]
+            f"(starting with a letter or digit), got {shown(value)}"[:300]
         )
     return value
 

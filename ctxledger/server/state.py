@@ -15,6 +15,7 @@ from starlette.types import Receive
 from ctxledger import ContextService
 from ctxledger.errors import InvalidInput, StoreError
 from ctxledger.eventstore import SQLiteEventStore, leases
+from ctxledger.integers import shown
 from ctxledger.ledger import Ledger
 from ctxledger.server.clientgone import cancel_on_disconnect
 from ctxledger.server.history import HistoryIndex
@@ -49,11 +50,11 @@ def check_upstream(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises ValueError for a port that is not a port)
     except ValueError as exc:
-        raise InvalidInput(f"--upstream {url!r} is not a URL: {exc}") from None
+        raise InvalidInput(f"--upstream {shown(url)} is not a URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput(f"--upstream must be an http(s) URL with a host, got {url!r}")
+        raise InvalidInput(f"--upstream must be an http(s) URL with a host, got {shown(url)}")
     if any(c.isspace() or not c.isprintable() for c in url):
-        raise InvalidInput(f"--upstream {url!r} holds blanks or control characters")
+        raise InvalidInput(f"--upstream {shown(url)} holds blanks or control characters")
     return url
 
 
@@ -61,7 +62,7 @@ def _seconds(name: str, value: float) -> None:
     """ValueError unless `value` is a finite positive number of seconds (not 0, a
     negative, infinity or NaN: none of them is a timeout)."""
     if not 0 < value < float("inf"):
-        raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        raise ValueError(f"{name} must be a positive number of seconds, not {shown(value)}")
 
 
 class ServerState:
@@ -82,7 +83,7 @@ class ServerState:
         turn_timeout: float = DEFAULT_TURN_TIMEOUT,
     ) -> None:
         if api not in DEFAULT_UPSTREAMS:
-            raise ValueError(f"api must be openai or anthropic, not {api!r}")
+            raise ValueError(f"api must be openai or anthropic, not {shown(api)}")
         _seconds("stall_timeout", stall_timeout)
         _seconds("turn_timeout", turn_timeout)
         self.service = service

@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from ctxledger import CompactionOutcome, TurnResult, compact
 from ctxledger.errors import ConcurrencyError, DuplicateEventError, InvalidInput
+from ctxledger.integers import shown
 from ctxledger.ledger.spec import check_loop
 from ctxledger.server.idempotency import KEY_PARAM, REPLAYED, KeyedAppend, request_key
 from ctxledger.server.routing import (
@@ -71,7 +72,7 @@ async def start_session(request: Request, state: ServerState) -> Response:
         check_session_id(body["session_id"], "session_id")
     reason = body.get("reason") or "new"
     if reason not in ("new", "branch", "delegate"):
-        raise InvalidInput(f"reason must be new, branch or delegate, not {reason!r}")
+        raise InvalidInput(f"reason must be new, branch or delegate, not {shown(reason)}")
     body["reason"] = reason
     loop = body.pop("agent_loop", None)  # (checked before anything is appended)
     body["loop"] = None if loop is None else check_loop(loop, "agent_loop")

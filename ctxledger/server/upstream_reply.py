@@ -23,7 +23,8 @@ import httpx
 import msgspec
 from starlette.responses import JSONResponse, Response
 
-from ctxledger.messages import kind_of
+from ctxledger.integers import shown
+from ctxledger.messages import is_text_content_empty, kind_of
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.shownurl import scrubbed
 
@@ -139,6 +140,53 @@ def check_openai_message(message: Any, what: str) -> Mapping[str, Any]:
     return checked
 
 
+def unless_cut_in_a_call(reply: JSONDict | None, finish_reason: Any) -> JSONDict | None:
+    """`reply`, or None when the output limit stopped it (``finish_reason: length``,
+    Anthropic's ``stop_reason: max_tokens``) with tool calls in it: the last call is cut,
+    and no agent runs it (Hermes sends the same request again). Not recorded, the
+    client's retry is a turn of its own; a client that keeps the reply sends it back
+    with its next turn."""
+    cut = finish_reason in ("length", "max_tokens")
+    return None if cut and reply and reply.get("tool_calls") else reply
+
+
+#: what a reply may carry besides its text that makes it worth recording
+_SAYS_SOMETHING = (
+    "tool_calls",
+    "refusal",
+    "audio",
+    "thinking_blocks",  # Anthropic's signed thinking: sent back on the next turn
+    "reasoning_content",
+    "reasoning",
+    "reasoning_details",
+)
+
+
+def says_nothing(reply: Mapping[str, Any]) -> bool:
+    """An assistant reply with no text but whitespace and nothing else (no call, refusal,
+    audio, thinking or reasoning, no part but text): Hermes drops it and asks again. Not
+    recorded; a client that keeps it sends it back with its next turn."""
+    if any(reply.get(key) for key in _SAYS_SOMETHING):
+        return False
+    content = reply.get("content")
+    if isinstance(content, list) and any(
+        not isinstance(p, Mapping) or p.get("type") != "text" for p in content
+    ):
+        return False
+    return content is None or (isinstance(content, (str, list)) and is_text_content_empty(reply))
+
+
+def kept_empty(message: dict[str, Any]) -> dict[str, Any]:
+    """A client's assistant message as the ledger reads it: one with no content, calls,
+    refusal or audio (a client that omits an empty field, Go's ``omitempty``; content
+    null) is the empty reply ``content: ""``."""
+    if message.get("role") != "assistant" or any(
+        message.get(key) is not None for key in ("content", "tool_calls", "refusal", "audio")
+    ):
+        return message
+    return {**message, "content": ""}
+
+
 def bad_reply_message(face: str, exc: BadUpstreamReply) -> str:
     """What the client is told (`face`: the proxy face, ``openai``, ``responses``...)."""
     return (
@@ -217,7 +265,7 @@ async def refuse_encoded(served_by: str, upstream: str, resp: httpx.Response) ->
         return None
     await resp.aclose()
     why = (
-        f"answered in content-encoding {encoding!r} though asked for identity: its "
+        f"answered in content-encoding {shown(encoding)} though asked for identity: its "
         "answers are read uncompressed (a compressed one decodes past any memory cap)"
     )
     return _bad_reply(served_by, upstream, why)
@@ -254,6 +302,7 @@ __all__ = [
     "error_event",
     "forwarded",
     "index_of",
+    "kept_empty",
     "need_object",
     "optional_list",
     "optional_object",
@@ -262,6 +311,8 @@ __all__ = [
     "read_whole",
     "refuse_encoded",
     "response_headers",
+    "says_nothing",
+    "unless_cut_in_a_call",
     "upstream_failed",
     "usage_block",
 ]

@@ -47,6 +47,7 @@ from ctxledger.events import (
 from ctxledger.eventstore import AppendRequest, EventStore
 from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.testing.hostile_rows import HostileRowsContract
+from ctxledger.testing.streamed_append import StreamedAppendContract
 
 _ids = itertools.count()
 
@@ -99,10 +100,11 @@ def ids(records: Any) -> list[str]:
     return [r.event.event_id for r in records]
 
 
-class EventStoreContract(HostileRowsContract, abc.ABC):
+class EventStoreContract(HostileRowsContract, StreamedAppendContract, abc.ABC):
     """Subclass per backend; `make_store` opens (or creates) a store at `path`.
 
-    Includes :class:`~ctxledger.testing.hostile_rows.HostileRowsContract` (forged rows).
+    Includes :class:`~ctxledger.testing.hostile_rows.HostileRowsContract` (forged rows)
+    and :class:`~ctxledger.testing.streamed_append.StreamedAppendContract`.
     A store whose ``stream_names()`` answers (its open's fold trusts it) sets
     ``names_streams = True``: None from it is then a failure."""
 

@@ -21,6 +21,7 @@ from ctxledger.compressor.summarizers.base import Summarizer, SummaryRequest, Su
 from ctxledger.errors import ImportFormatError, InvalidInput, SummarizerError
 from ctxledger.importers.detect import open_regular_file
 from ctxledger.inputfile import NotAFile, is_stream, open_input, path_exists, shown_path
+from ctxledger.integers import printable
 from ctxledger.trajectories.core import (
     FATAL_FAILURES,
     TrajectoryConfig,
@@ -84,8 +85,9 @@ def read_records(in_path: str | os.PathLike[str]) -> list[InputRecord]:
     return out
 
 
-def _complete_lines(path: Path) -> list[bytes]:
-    """The newline-terminated lines of a file that decode as JSON (a torn tail is dropped).
+def complete_lines(path: Path) -> list[bytes]:
+    """The newline-terminated lines of a file, each JSON (a torn last line is dropped; a
+    line not JSON before others is InvalidInput).
     An output that exists is read back to resume when it is a regular file; a FIFO or
     /dev/null is not read (it waited for a writer); anything else is refused (/dev/zero
     was read until memory ran out)."""
@@ -98,30 +100,55 @@ def _complete_lines(path: Path) -> list[bytes]:
         raise InvalidInput(
             f"{shown_path(path)} is {exc.strerror}: the output must be a file, a FIFO or /dev/null"
         ) from None
-    out: list[bytes] = []
-    for raw in data.split(b"\n")[:-1]:
+    *lines, tail = data.split(b"\n")
+    for lineno, raw in enumerate(lines, 1):
         try:
             msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            break
-        out.append(raw)
-    return out
+        except msgspec.DecodeError as exc:
+            if lineno == len(lines) and not tail:  # the last line: a crash tore it
+                return lines[:-1]
+            raise InvalidInput(  # (a line edited in the middle: dropping it dropped the rest)
+                f"{shown_path(path)}:{lineno} is not JSON ({printable(str(exc)[:200])}) and "
+                "lines follow it: only a last line a crash tore is dropped; restore the file, "
+                "or remove OUT and its metrics file to start over; nothing was changed"
+            ) from None
+    return lines
+
+
+def metrics_line(line: bytes, path: str | os.PathLike[str], lineno: int) -> TrajectoryMetrics:
+    """One line of a metrics file as written, else InvalidInput naming the file and line:
+    one edited by hand into JSON of another shape was a ValidationError traceback, and
+    one without a key (``{}``) read as a record of key "" (its record was done again)."""
+    try:
+        metrics = msgspec.json.decode(line, type=TrajectoryMetrics)
+    except msgspec.DecodeError as exc:
+        problem = printable(str(exc)[:200])
+    else:
+        if metrics.key:
+            return metrics
+        problem = "it has no key"
+    raise InvalidInput(
+        f"{shown_path(path)}:{lineno} is no metrics record this command wrote ({problem}): "
+        "restore the file, or remove OUT and it to start over; nothing was changed"
+    )
 
 
 def resume_state(out_path: Path, metrics_path: Path) -> list[TrajectoryMetrics]:
     """Metrics of the records already written; both files are trimmed to the same complete prefix."""
-    out_lines = _complete_lines(out_path)
+    out_lines = complete_lines(out_path)
     if out_lines and not metrics_path.exists():
         raise InvalidInput(
-            f"{out_path} exists without its metrics file {metrics_path}; "
+            f"{shown_path(out_path)} exists without its metrics file {shown_path(metrics_path)}; "
             "cannot tell which records it holds: remove it or restore the metrics file"
         )
-    metric_lines = _complete_lines(metrics_path)
+    metric_lines = complete_lines(metrics_path)
     count = min(len(out_lines), len(metric_lines))
+    # every line read before either file is trimmed: a refusal changes nothing
+    metrics = [metrics_line(x, metrics_path, i) for i, x in enumerate(metric_lines[:count], 1)]
     for path, lines in ((out_path, out_lines), (metrics_path, metric_lines)):
         if path.exists() and path.stat().st_size != sum(len(x) + 1 for x in lines[:count]):
             path.write_bytes(b"".join(x + b"\n" for x in lines[:count]))
-    return [msgspec.json.decode(x, type=TrajectoryMetrics) for x in metric_lines[:count]]
+    return metrics
 
 
 class AggregateReport(msgspec.Struct, kw_only=True):

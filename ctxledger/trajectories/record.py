@@ -26,7 +26,12 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.importing import import_sessions
 from ctxledger.projections.transcript import read_bodies
 from ctxledger.tokens import count_message
-from ctxledger.trajectories.batch import metrics_path_for, read_records
+from ctxledger.trajectories.batch import (
+    complete_lines,
+    metrics_line,
+    metrics_path_for,
+    read_records,
+)
 from ctxledger.trajectories.core import TrajectoryMetrics, turns_digest
 
 
@@ -249,10 +254,8 @@ def written_keys(out_path: str | os.PathLike[str]) -> set[str]:
     path = metrics_path_for(out_path)
     if is_stream(out_path) or not os.path.exists(path):
         return set()  # a FIFO or /dev/null output has no metrics file beside it
-    with open(path, "rb") as fh:
-        return {
-            msgspec.json.decode(line, type=TrajectoryMetrics).key for line in fh if line.strip()
-        }
+    # (the lines a resume keeps: a torn last line, a crash's, is no record yet)
+    return {metrics_line(line, path, i).key for i, line in enumerate(complete_lines(path), 1)}
 
 
 def record_batch(
@@ -275,8 +278,8 @@ def record_batch(
     written = skip_keys or set()
     recorded: list[str] = []
     with open(out_path, "rb") as out_fh, open(metrics_path_for(out_path), "rb") as metrics_fh:
-        for out_line, metrics_line in zip(out_fh, metrics_fh, strict=False):
-            metrics = msgspec.json.decode(metrics_line, type=TrajectoryMetrics)
+        for lineno, (out_line, raw) in enumerate(zip(out_fh, metrics_fh, strict=False), 1):
+            metrics = metrics_line(raw, metrics_fh.name, lineno)
             key = metrics.key
             before = inputs.get(key)
             if before is None or (key in written and _recorded(ledger, done, key, before)):

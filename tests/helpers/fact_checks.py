@@ -1,11 +1,13 @@
 """Checks shared by the fact-extraction review tests (``test_audit_s33_review*``,
-``test_audit_s34``): one text's facts of a kind, each checked against the reference."""
+``test_audit_s34``, ``test_audit_s41_*``, ``test_audit_s42_*``): one text's facts of a
+kind, each checked against the reference, and whether a view keeps a fact."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ctxledger.compressor.facts import extract_facts, fact_in_text
+from ctxledger.compressor.factmatch import Haystack, normalize_fact
+from ctxledger.compressor.facts import Fact, extract_facts, fact_in_text
 from helpers.reference_facts import facts as reference
 
 
@@ -25,3 +27,14 @@ def facts_of(text: str, kind: str, role: str = "tool") -> list[str]:
     assert all(fact_in_text(fact, text) for fact in facts)  # each found in its own text
     assert facts == reference.extract_facts(messages)
     return [fact.value for fact in facts if fact.kind == kind]
+
+
+def message_facts(text: str, role: str = "assistant", kind: str | None = None) -> list[Fact]:
+    """The facts (of `kind`, or all) extracted from one message of `role` saying `text`."""
+    message: dict[str, Any] = {"role": role, "content": text}
+    return [f for f in extract_facts([message]) if kind is None or f.kind == kind]
+
+
+def view_keeps(kind: str, value: str, view: str) -> bool:
+    """Whether the text `view` keeps the fact of `kind` whose value is `value`."""
+    return Haystack(view).holds(kind, normalize_fact(kind, value))

@@ -39,6 +39,27 @@ def deterministic_ledger(path: Path | None = None, config: CompressionConfig = S
     )
 
 
+#: one tool and one call to it, as the hostile-input tests' session holds them
+LS_CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+LS_TOOL = {"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}
+
+
+def ledger_with_one_call() -> tuple[Ledger, str]:
+    """An in-memory deterministic ledger whose one session asked, called ``ls`` and got its
+    output: what a hostile argument is thrown at (the caller closes it)."""
+    led = deterministic_ledger()
+    sid = led.start_session(model="m", system_prompt="s", tools=[LS_TOOL])
+    led.append_messages(
+        sid,
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [LS_CALL]},
+            {"role": "tool", "tool_call_id": "c1", "content": "out"},
+        ],
+    )
+    return led, sid
+
+
 def recorded_chain(
     path: Path | None, seed: int, turns: int = 12, **kwargs: Any
 ) -> tuple[Ledger, str]:

@@ -59,6 +59,7 @@ from ctxledger.compressor.redact import redact
 from ctxledger.compressor.serialize import serialize_turns, strip_reasoning
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult
 from ctxledger.errors import FailureClass, InvalidConfig, InvalidInput, SummarizerError
+from ctxledger.integers import shown
 from ctxledger.shownurl import scrubbed, with_path
 from ctxledger.usage import CanonicalUsage, normalize_usage
 
@@ -156,7 +157,7 @@ def _status_error(response: httpx.Response, model: str) -> SummarizerError:
     else:
         failure_class = "other"
     return SummarizerError(
-        f"summary model {model!r} answered HTTP {status}: {_snippet(response)}",
+        f"summary model {shown(model)} answered HTTP {status}: {_snippet(response)}",
         failure_class=failure_class,
         status=status,
     )
@@ -255,20 +256,31 @@ class LLMSummarizer:
         temperature: float | None = None,
     ) -> None:
         environ = os.environ if env is None else env
+        for name, text in (("api", api), ("base_url", base_url), ("model", model),
+                           ("api_key", api_key), ("session_model", session_model),
+                           ("anthropic_version", anthropic_version)):  # fmt: skip
+            if text is not None and not isinstance(text, str):  # ('a list'.strip() raised)
+                raise InvalidConfig(f"summary {name} must be text, got {type(text).__name__}")
         self.api = (api or environ.get(ENV_API) or "openai").strip().lower()
         if self.api not in APIS:
-            raise InvalidConfig(f"summary api must be one of {', '.join(APIS)}, not {self.api!r}")
+            raise InvalidConfig(
+                f"summary api must be one of {', '.join(APIS)}, not {shown(self.api)}"
+            )
         self.base_url = (base_url or environ.get(ENV_BASE_URL) or "").strip().rstrip("/") or None
         self.model = (model or environ.get(ENV_MODEL) or "").strip() or None
         self.api_key = api_key if api_key is not None else environ.get(ENV_API_KEY) or None
-        if timeout <= 0:
-            raise InvalidConfig(f"summary timeout must be positive, not {timeout}")
+        if isinstance(timeout, bool) or not (
+            isinstance(timeout, int | float) and 0 < timeout < math.inf
+        ):  # (a text was a TypeError; NaN was taken)
+            raise InvalidConfig(f"summary timeout must be positive seconds, not {shown(timeout)}")
         self.timeout = timeout
         self.anthropic_version = anthropic_version
         if temperature is not None and not (
             isinstance(temperature, int | float) and 0 <= temperature <= 2
         ):
-            raise InvalidConfig(f"summary temperature must be between 0 and 2, not {temperature!r}")
+            raise InvalidConfig(
+                f"summary temperature must be between 0 and 2, not {shown(temperature)}"
+            )
         #: sent only when set, and never to a model that rejects it (:func:`rejects_temperature`)
         self.temperature = temperature
         #: used when a request does not name the session's model
@@ -389,7 +401,7 @@ class LLMSummarizer:
             text = _text_of(self.api, data)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise SummarizerError(
-                f"summary response from {model!r} is not a valid {self.api} reply: {exc!r}",
+                f"summary response from {shown(model)} is not a valid {self.api} reply: {exc!r}",
                 failure_class="malformed",
                 status=response.status_code,
             ) from exc
@@ -398,7 +410,7 @@ class LLMSummarizer:
         body_text = (unwrapped if unwrapped is not None else text).strip()
         if not body_text:
             raise SummarizerError(
-                f"summary model {model!r} returned no text", failure_class="empty"
+                f"summary model {shown(model)} returned no text", failure_class="empty"
             )
         return SummaryResult(
             text=redact(body_text),

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ctxledger.compressor.summarizers.base import SummaryRequest, SummaryResult, request_hash
-from ctxledger.errors import SummarizerError
+from ctxledger.errors import InvalidConfig, SummarizerError
+from ctxledger.integers import shown
 
 Record = str | SummaryResult
 _CONTEXT_KEYS = ("compaction_id", "summary_key")
@@ -34,9 +35,20 @@ class RecordedSummarizer:
         if isinstance(records, str | SummaryResult):
             self._single: Record | None = records
             self._records: dict[str, Record] = {}
-        else:
+        elif isinstance(records, Mapping):
             self._single = None
             self._records = dict(records)
+            for key, record in self._records.items():  # (a wrong one failed mid-compaction)
+                if not (isinstance(key, str) and isinstance(record, str | SummaryResult)):
+                    raise InvalidConfig(
+                        f"recorded summaries are keyed by text and each is a text or a "
+                        f"SummaryResult, got {shown(key)}: {type(record).__name__}"
+                    )
+        else:  # (a number was a TypeError, a list a ValueError from dict())
+            raise InvalidConfig(
+                "records must be a summary text, a SummaryResult or a mapping of keys to "
+                f"them, got {type(records).__name__}"
+            )
 
     def _lookup(self, request: SummaryRequest) -> tuple[Record, str] | None:
         if self._single is not None:

@@ -471,8 +471,25 @@ def _unc_spans(text: str, read: str) -> Iterator[tuple[int, int]]:
         value = text[match.start() : (end := quote_escape(text, match.end()))]
         if folds_to_separator(text, match.start()):
             continue
+        if _after_device_mark(text, match.start()):
+            continue  # session 42: the separator after a device's ``?``, no UNC start
         if plausible_path(value) is not None and not _cut(text, match.end()):
             yield match.start(), end
+
+
+def _after_device_mark(text: str, start: int) -> bool:
+    """Session 42: whether the backslashes at `start` follow a device path's ``?``: two
+    backslashes or more after no path character (``\\\\\\\\?\\\\UNC\\srv``). They
+    separate the device's namespace from its first name, as in ``\\\\?\\UNC\\srv``;
+    the path is the device's (:func:`_device_unc_paths`) or none. No UNC path starts
+    there, whose server would be ``UNC``. (A ``.`` there is a path character: no UNC
+    path follows it anyway; after ``a\\\\?`` the backslashes are no device's.)"""
+    if text[start - 1 : start] != "?":
+        return False
+    run = start - 1
+    while run > 0 and text[run - 1] == "\\":
+        run -= 1
+    return start - 1 - run >= 2 and (run == 0 or text[run - 1] not in _WINDOWS_NOT_BEFORE)
 
 
 def _placeholder(value: str) -> bool:

@@ -425,7 +425,7 @@ class _Found:
         for key, value in leaves:
             lowered = key.lower()
             if lowered in command_keys:
-                self.add("command", offset, _cap(_script_or_runs(value), COMMAND_MAX_CHARS))
+                self.add("command", offset, _command_fact(value))
             if lowered in _FREE_TEXT_KEYS or not key or len(value) > 80 or "\n" in value:
                 # a multi-line argument is a script or a file body, a command is code: not prose
                 prose = "\n" not in value.strip() and lowered not in command_keys
@@ -557,14 +557,29 @@ def _runs(command: str) -> tuple[int, str]:
     return (ran or lines or [(0, "")])[0]
 
 
-def _script_or_runs(command: str) -> str:
+def _script_or_runs(command: str) -> tuple[bool, str]:
     """Session 41: :func:`_runs`, unless a shell would read that line as ending inside a
     quote (an inline script's ``python3 -c "``): then it and all that follows it, with
-    every run of blanks one space."""
+    every run of blanks one space (session 42: with whether it is such a script)."""
     at, ran = _runs(command)
     try:
         shlex.split(ran + "_")  # (a last backslash escapes the ``_``, inside quotes or not)
     except ValueError as error:
         if "closing quotation" in str(error):
-            return " ".join(command[at:].split())
-    return ran
+            return True, " ".join(command[at:].split())
+    return False, ran
+
+
+def _command_fact(command: str) -> str:
+    """Session 42: a command's fact, :func:`_script_or_runs` cut to COMMAND_MAX_CHARS. A
+    script too long for that is its first words (cut as a line is), ``" [...] "``, and
+    the words its last 56 characters hold after their first blank; with no blank there
+    it is cut as a line is, and so with an end under 8 characters or with no
+    word character (a lone closing quote tells no scripts apart)."""
+    script, value = _script_or_runs(command)
+    if not script or len(value) <= COMMAND_MAX_CHARS:
+        return _cap(value, COMMAND_MAX_CHARS)
+    _, blank, tail = value[-56:].partition(" ")
+    if not blank or len(tail) < 8 or not re.search(r"\w", tail):  # (session 42 fix round)
+        return _cap(value, COMMAND_MAX_CHARS)
+    return _cap(value, COMMAND_MAX_CHARS - len(" [...] ") - len(tail)) + " [...] " + tail

@@ -1,0 +1,113 @@
+"""The OpenAI Agents SDK on ``ctxledger serve``'s Responses face: a response the output
+limit left ``incomplete`` with a function call in it fails the SDK's run
+(``ModelBehaviorError``) and its session keeps only the ask. The proxy had recorded the
+cut call, so the next run branched, the root holding a call the agent never had
+(session 42). Now it is not recorded: the next run continues the one session."""
+
+# ruff: noqa: E402  (the framework imports follow the require() that fails or skips without it)
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.frameworks import require
+
+require("agents", "agents")
+from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool
+from agents.exceptions import ModelBehaviorError
+from helpers.fake_upstream import Raw, Say
+from helpers.server_rig import rig
+
+from ctxledger.events import MessageAppended, SessionStarted, UsageReported
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@function_tool
+def todo(item: str) -> str:
+    """Add a todo item."""
+    return "added " + item
+
+
+def _response(arguments: str, *, cut: bool) -> dict[str, Any]:
+    text = {"type": "output_text", "text": "Adding.", "annotations": []}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed"}
+    call = {"id": "fc_1", "type": "function_call", "name": "todo", "arguments": arguments}
+    call |= {"call_id": "call_cut" if cut else "call_whole"}
+    call["status"] = "incomplete" if cut else "completed"
+    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}}
+    usage |= {"output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}}
+    return {
+        "id": "resp_cut" if cut else "resp_whole",
+        "object": "response",
+        "created_at": 1,
+        "status": "incomplete" if cut else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "error": None,
+        "model": "gpt-4.1",
+        "output": [{**message, "content": [text]}, call],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {**usage, "total_tokens": 15},
+    }
+
+
+def _events(response: dict[str, Any]) -> Raw:
+    """`response` as a stream: created, each output item done, then its terminal event."""
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": start}]
+    for i, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    events.append({"type": done, "response": response})
+    raw = [
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode()
+        for n, e in enumerate(events)
+    ]
+    return Raw(tuple(raw), "text/event-stream")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_incomplete_response_with_a_call_is_not_recorded(
+    tmp_path: Path, streamed: bool
+) -> None:
+    cut, whole = _response('{"item": "bu', cut=True), _response('{"item": "milk"}', cut=False)
+    async with rig(tmp_path) as r:
+        answers = (
+            [_events(cut), _events(whole)]
+            if streamed
+            else [Raw((json.dumps(cut).encode(),)), Raw((json.dumps(whole).encode(),))]
+        )
+        r.upstream.queue(*answers, Say("Done."))
+        client = r.openai(**{"X-Ctxledger-Session": "cut"})
+        model = OpenAIResponsesModel(model="gpt-4.1", openai_client=client)
+        agent = Agent(name="a", instructions="Be brief.", tools=[todo], model=model)
+        session = SQLiteSession("s")
+
+        async def run(ask: str) -> Any:
+            if not streamed:
+                return (await Runner.run(agent, ask, session=session)).final_output
+            result = Runner.run_streamed(agent, ask, session=session)
+            async for _ in result.stream_events():
+                pass
+            return result.final_output
+
+        with pytest.raises(ModelBehaviorError):
+            await run("Add milk.")
+        assert await run("Add milk.") == "Done."
+        r.service.ledger.refresh()
+        events = [x.event for x in r.service.ledger.store.read_all()]
+        assert sum(isinstance(e, SessionStarted) for e in events) == 1  # no branch
+        said = [e.message for e in events if isinstance(e, MessageAppended)]
+        assert [m["role"] for m in said] == ["user", "user", "assistant", "tool", "assistant"]
+        assert "call_cut" not in str(said)
+        assert sum(isinstance(e, UsageReported) for e in events) == 3  # the cut one's too
+        assert r.service.ledger.verify().ok

@@ -1,12 +1,15 @@
-"""A cleanup never deletes or empties what it cannot prove it made and holds no event
-(session 42, review of ``eventstore/leftovers.py``). Each case is a path on which the
-first version of the tidy lost data or removed a file it had not made."""
+"""A cleanup removes only what it provably made (session 42; session 43's rule: no ledger
+file is removed by an ordinary command). What is left to remove: a ``.lock`` a failed
+command made beside a ledger (``eventstore/leftovers.py``), and a what-if's ``--out``,
+which the what-if made itself with ``O_EXCL`` (``eventstore/files.create_new_file``)."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import importlib
 import os
-import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -14,8 +17,10 @@ import pytest
 from ctxledger import Ledger
 from ctxledger.analysis.replayids import PresetIds, ReplayClock
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.errors import InvalidInput
-from ctxledger.eventstore.leftovers import opened, taken, tidy
+from ctxledger.errors import InvalidInput, StoreError
+from ctxledger.eventstore import files
+from ctxledger.eventstore.files import create_new_file
+from ctxledger.eventstore.leftovers import lock_to_make, remove_made_lock
 
 whatif_module = importlib.import_module("ctxledger.analysis.whatif")
 _MESSAGES = [{"role": "user", "content": "keep me"}]
@@ -27,92 +32,52 @@ def _record(ledger: Ledger) -> int:
     return ledger.store.last_seq()
 
 
-def test_events_another_process_committed_before_our_close_are_kept(tmp_path: Path) -> None:
-    """A made the ledger and failed; B committed and closed before A's close (which then
-    removed the ``-wal``): the events are counted after A's close, under the lock."""
-    db = str(tmp_path / "l.db")
-    before = taken(db)
-    assert before is not None
-    a = Ledger.open(db)
-    before = opened(before)
-    b = Ledger.open(db)
-    recorded = _record(b)
-    b.close()
-    a.close()
-    tidy(before)
-    with Ledger.open(db) as again:
-        assert again.store.last_seq() == recorded
+def _ledger_without_lock(folder: Path) -> str:
+    db = str(folder / "l.db")
+    with Ledger.open(db) as ledger:
+        _record(ledger)
+    os.unlink(db + ".lock")
+    return db
 
 
-def test_an_open_that_failed_empties_and_removes_nothing(tmp_path: Path) -> None:
-    """An empty file that gained data before the open (a log just rotated), and a
-    non-ledger file made at a path that was free: the open fails, both are kept."""
-    grown = tmp_path / "app.log"
-    grown.touch()
-    made_later = tmp_path / "notes.txt"
-    for path in (grown, made_later):
-        before = taken(str(path))
-        assert before is not None and before.new
-        path.write_text("a line written meanwhile\n")
-        with pytest.raises(Exception):  # noqa: B017  (refused: not a ledger)
-            Ledger.open(path)
-        tidy(before)  # (the open failed: nothing recorded)
-        assert path.read_text() == "a line written meanwhile\n"
+def test_no_lock_is_named_for_a_url_or_a_ledger_in_memory() -> None:
+    assert lock_to_make(":memory:") is None
+    assert lock_to_make("postgresql://localhost/x") is None
 
 
-def test_a_held_lock_keeps_everything(tmp_path: Path) -> None:
-    import fcntl
+def test_no_lock_is_named_on_a_new_path_an_empty_file_or_beside_a_lock(tmp_path: Path) -> None:
+    assert lock_to_make(str(tmp_path / "new.db")) is None
+    (tmp_path / "empty.db").touch()
+    assert lock_to_make(str(tmp_path / "empty.db")) is None
+    db = _ledger_without_lock(tmp_path)
+    assert lock_to_make(db) == db + ".lock"
+    Path(db + ".lock").touch()
+    assert lock_to_make(db) is None
 
-    db = str(tmp_path / "l.db")
-    before = taken(db)
-    ledger = Ledger.open(db)
-    before = opened(before)
-    ledger.close()
-    assert before is not None and before.made is not None
+
+def test_a_held_lock_is_kept_and_a_free_one_removed(tmp_path: Path) -> None:
+    db = _ledger_without_lock(tmp_path)
+    lock = lock_to_make(db)
+    Ledger.open(db).close()  # (the open makes it)
     fd = os.open(db + ".lock", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # (a writer of the ledger, in another process)
-        tidy(before)
-        assert os.path.exists(db) and os.path.exists(db + ".lock")
+        remove_made_lock(lock)
+        assert os.path.exists(db + ".lock")
     finally:
         os.close(fd)
-    tidy(before)  # free now, and provably ours and empty: removed
-    assert sorted(os.listdir(tmp_path)) == []
+    remove_made_lock(lock)
+    assert not os.path.exists(db + ".lock") and os.path.getsize(db) > 0
 
 
-def test_a_symlinked_ledger_another_connection_holds_is_kept(tmp_path: Path) -> None:
-    """SQLite puts the ``-wal`` beside the real path: a guard looking beside the link
-    saw none. Through a link nothing is tidied at all."""
-    real = tmp_path / "real.db"
-    real.touch()
-    link = tmp_path / "link.db"
-    link.symlink_to(real)
-    before = taken(str(link))
-    ledger = Ledger.open(link)
-    before = opened(before)
-    assert before is not None and before.made is None  # (a link: not proven)
-    other = sqlite3.connect(real)
-    try:
-        other.execute("SELECT count(*) FROM events").fetchone()
-        ledger.close()
-        tidy(before)
-        assert real.stat().st_size > 0 and link.is_symlink()
-    finally:
-        other.close()
-
-
-def test_a_new_ledger_in_new_folders_through_dotdot_leaves_no_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    before = taken("new/../x/l.db")
-    assert before is not None and set(before.folders) == {
-        str(tmp_path / "new"),
-        str(tmp_path / "x"),
-    }
-    os.makedirs("new/../x")  # (as the open makes them: both)
-    tidy(before)  # (the open failed: only empty folders go)
-    assert os.listdir(tmp_path) == []
+def test_a_lock_that_is_a_link_is_kept(tmp_path: Path) -> None:
+    db = _ledger_without_lock(tmp_path)
+    lock = lock_to_make(db)
+    target = tmp_path / "elsewhere"
+    target.write_text("not ours\n")
+    os.symlink(target, db + ".lock")
+    remove_made_lock(lock)
+    assert os.path.islink(db + ".lock") and target.read_text() == "not ours\n"
 
 
 def _scratch(out: Path) -> object:
@@ -134,11 +99,23 @@ def test_a_whatif_out_that_appears_after_the_check_is_refused_and_kept(
         assert again.store.last_seq() == recorded
 
 
-def test_a_whatif_cut_short_leaves_no_out_and_no_folder(tmp_path: Path) -> None:
+def test_a_whatif_cut_short_after_writing_leaves_no_out_and_no_folder(tmp_path: Path) -> None:
+    """OUT was made by the what-if (``O_EXCL``): removed whatever it holds (a partial
+    what-if was kept before, and a second run refused it as "already exists")."""
     out = tmp_path / "new" / "dir" / "o.db"
-    with pytest.raises(RuntimeError), _scratch(out):  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError), _scratch(out) as scratch:  # type: ignore[attr-defined]
+        assert _record(scratch) > 0
         raise RuntimeError("cut short")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_whatif_cut_short_keeps_side_files_that_were_there(tmp_path: Path) -> None:
+    out = tmp_path / "o.db"
+    stray = tmp_path / "o.db.head"
+    stray.write_text("someone's\n")
+    with pytest.raises(RuntimeError), _scratch(out):  # type: ignore[attr-defined]
+        raise RuntimeError("cut short")
+    assert sorted(os.listdir(tmp_path)) == ["o.db.head"] and stray.read_text() == "someone's\n"
 
 
 def test_a_whatif_out_cut_short_in_its_open_leaves_no_out(
@@ -154,3 +131,58 @@ def test_a_whatif_out_cut_short_in_its_open_leaves_no_out(
     with pytest.raises(KeyboardInterrupt), _scratch(out):  # type: ignore[attr-defined]
         pass
     assert os.listdir(tmp_path) == []
+
+
+def test_a_new_file_s_folders_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        made = create_new_file(str(tmp_path / "a" / "b" / "o.db"))
+    finally:
+        os.umask(old)
+    assert made.folders == (str(tmp_path / "a" / "b"), str(tmp_path / "a"))
+    for folder in made.folders:
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(made.path).st_mode) == 0o600
+
+
+def test_a_file_that_cannot_be_made_is_one_store_error_and_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite runs as root: an unwritable folder is simulated (``os.open`` EACCES)."""
+    real = os.open
+
+    def refused(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & os.O_EXCL:
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files.os, "open", refused)
+    with pytest.raises(StoreError) as caught:
+        create_new_file(str(tmp_path / "new" / "o.db"))
+    assert str(caught.value).startswith("cannot create the ledger ")
+    assert "o.db: Permission denied; check the directory exists and is writable" in str(
+        caught.value
+    )
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_folder_on_the_way_that_is_a_file_is_named(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    for out in (notes / "o.db", notes / "deeper" / "o.db"):
+        with pytest.raises(StoreError, match=r"notes\.txt is a file, not a folder"):
+            create_new_file(str(out))
+    assert notes.read_text() == "mine\n" and os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_a_whatif_out_in_a_folder_that_is_a_file_says_so(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    with (
+        pytest.raises(StoreError, match=r"notes\.txt is a file, not a folder"),
+        _scratch(  # type: ignore[attr-defined]
+            notes / "o.db"
+        ),
+    ):
+        pass
+    assert os.listdir(tmp_path) == ["notes.txt"]

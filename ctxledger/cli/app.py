@@ -35,8 +35,7 @@ from ctxledger.errors import (
     described,
 )
 from ctxledger.eventstore.base import EventStore
-from ctxledger.eventstore.leftovers import Before, taken, tidy
-from ctxledger.eventstore.leftovers import opened as opened_file
+from ctxledger.eventstore.leftovers import lock_to_make, remove_made_lock
 from ctxledger.eventstore.opening import (
     default_db_path,
     open_for_reading,
@@ -74,9 +73,9 @@ class State:
         #: the command failed and said why (handle_errors): close adds no second line
         self.failed = False
         #: the command ended in failure (an error, an interrupt, an exit status not 0):
-        #: close removes what its open made if nothing was appended (:mod:`.leftovers`)
+        #: close removes the ``.lock`` its open made beside a ledger (:mod:`.leftovers`)
         self.aborted = False
-        self._before: Before | None = None
+        self._made_lock: str | None = None
         self._settings: ResolvedConfig | None = None
 
     @property
@@ -123,8 +122,7 @@ class State:
             if existing or reads:
                 require_ledger_file(self.db)
             must = existing or reads  # (a URL holding no ledger: refused at the open)
-            # (what a failed command leaves, .leftovers; one that reads makes no ledger)
-            self._before = taken(self.db, makes=not must)
+            self._made_lock = lock_to_make(self.db)  # (removed if it fails: .leftovers)
             try:
                 if reads:
                     opened = open_for_reading(self.db, lambda ro: self._open(ro, must), note)
@@ -132,10 +130,8 @@ class State:
                 else:  # an empty file names nothing recorded: read, not made a ledger
                     self._ledger = self._open(existing and _empty_file(self.db), must)
             except BaseException:
-                if self._before is not None:  # (an open that failed proves nothing made)
-                    tidy(self._before)
+                remove_made_lock(self._made_lock)
                 raise
-            self._before = opened_file(self._before)
         return self._ledger
 
     def _open(self, read_only: bool, existing: bool) -> Ledger:
@@ -164,10 +160,11 @@ class State:
                 self._close_tidily(self._ledger)
 
     def _close_tidily(self, ledger: Ledger) -> None:
-        """Close `ledger`; after a failure, remove what its open made (:mod:`.leftovers`)."""
+        """Close `ledger`; after a failure, remove the ``.lock`` its open made beside a
+        ledger that had none (:mod:`.leftovers`). A ledger it made stays."""
         ledger.close()
-        if self.aborted and self._before is not None:
-            tidy(self._before)
+        if self.aborted:
+            remove_made_lock(self._made_lock)
 
 
 class _WarningLines(logging.Handler):
@@ -237,7 +234,7 @@ def reading_store(target: str, option: str) -> Iterator[EventStore]:
     ``migrate --from``), which must exist: opened as :func:`open_for_reading` says, its
     reads checked for a change (:func:`_checked`)."""
     require_ledger_file(target, option)
-    before = taken(target, makes=False)  # (a failure leaves no .lock it made: .leftovers)
+    made_lock = lock_to_make(target)  # (a failure leaves no .lock it made: .leftovers)
     try:
         opened, _ = open_for_reading(
             target, lambda ro: open_store(target, read_only=ro, existing=option), note
@@ -245,8 +242,7 @@ def reading_store(target: str, option: str) -> Iterator[EventStore]:
         with opened as store, _checked(store):
             yield store
     except BaseException:
-        if before is not None:
-            tidy(before)
+        remove_made_lock(made_lock)
         raise
 
 
@@ -518,7 +514,7 @@ def handle_errors(fn: F) -> F:
                 exc = state.changed_instead(exc)
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2 if isinstance(exc, InvalidInput | NotFound) else 1)
-        except BaseException as exc:  # (Ctrl-C, an exit status, a bug: what was made goes)
+        except BaseException as exc:  # (Ctrl-C, an exit status, a bug: a .lock made goes)
             state = _current_state()
             ok = getattr(exc, "code", getattr(exc, "exit_code", 1)) in (0, None)
             if state is not None and not ok:

@@ -4,7 +4,9 @@ A ``KeyboardInterrupt`` is turned into one plain line on stderr and the exit sta
 :data:`INTERRUPTED` (128 + SIGINT, what a shell reports), by ``handle_errors`` around a
 command and by the root group around the rest (click alone printed ``Aborted!`` and
 exited 1, and a traceback escaped past it). What an append had begun is rolled back by
-the store; a ledger the command made and left empty is removed (:mod:`.leftovers`).
+the store; what was committed before stays (a ledger the command made is kept, as a
+command that failed keeps it: :mod:`ctxledger.eventstore.leftovers`); a what-if's
+``--out`` is removed.
 
 ``anyio.run`` (``compress``, ``demo``, a what-if, ``trajectories compress``) runs on an
 ``asyncio.Runner``, whose own SIGINT handler only cancels the main task: synchronous work
@@ -40,13 +42,13 @@ INTERRUPTED = 130
 def interrupted() -> NoReturn:
     """Say that Ctrl-C stopped the command, in one line, and exit :data:`INTERRUPTED`.
     A second Ctrl-C is ignored from here on: what is left is closing the ledger (and
-    removing what a failed command made), which a traceback would only cut short."""
+    removing a ``.lock`` a failed command made), which a traceback would only cut short."""
     with contextlib.suppress(ValueError, OSError):  # (not the main thread: left as is)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError, ValueError):
         # (on a terminal, after the "^C" it shows: a line of its own, as click does)
         start = "\n" if sys.stderr.isatty() else ""
-        click.echo(f"{start}interrupted (Ctrl-C): stopped; nothing half-written is kept", err=True)
+        click.echo(f"{start}interrupted (Ctrl-C): stopped; no append is left half-done", err=True)
     sys.exit(INTERRUPTED)
 
 

@@ -21,7 +21,6 @@ from ctxledger.cli.app import (
 from ctxledger.cli.progress import spinner
 from ctxledger.errors import CtxLedgerError, InvalidInput, LedgerChanged
 from ctxledger.eventstore import EventStore, SQLiteEventStore, is_url, open_store
-from ctxledger.eventstore.leftovers import opened, taken, tidy
 from ctxledger.eventstore.opening import refuse_unfit_path, target_text
 from ctxledger.eventstore.space import UNPERSISTED
 from ctxledger.eventstore.transfer import copy_ledger
@@ -55,24 +54,19 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     # a SQLite copy commits without fsync and is made durable when closed (the WAL is
     # checkpointed); over the network a durable commit costs little more. The source is
     # opened read-only where it cannot be written (an archive, another user's file)
-    copied: int | None = None
-    before = taken(dest)  # (a failed copy into a new file leaves none: .leftovers)
+    copied = 0
     try:
         with (
             reading_store(source, "--from") as src,
             open_store(dest, durability="full" if is_url(dest) else "normal") as dst,
         ):
-            before = opened(before)
             try:
                 report = copy_ledger(src, dst, batch_events=batch_events)
             finally:
                 copied = _events_in(dst)
-    except BaseException as exc:
-        if before is not None and copied == 0:  # (tidy proves it holds no event)
-            tidy(before)
-        if not copied or not isinstance(exc, LedgerChanged):
+    except LedgerChanged as exc:  # --to must be empty: once the copy began, say to empty it
+        if not copied:
             raise
-        # --to must be empty: once the copy began, say to empty it
         raise LedgerChanged(f"{exc}, after emptying --to {dest} (it holds the copy)") from exc
     if as_json:
         emit_json(report)
@@ -85,12 +79,12 @@ def migrate(source: str, dest: str, batch_events: int, as_json: bool) -> None:
     )
 
 
-def _events_in(store: EventStore) -> int | None:
-    """The last seq of `store` (0: empty), None when it cannot say."""
+def _events_in(store: EventStore) -> int:
+    """The last seq of `store` (0: empty, or it cannot say)."""
     try:
         return store.last_seq()
     except CtxLedgerError:
-        return None
+        return 0
 
 
 @cli.command()

@@ -18,6 +18,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ctxledger.errors import IntegrityError, InvalidInput, StoreError
 from ctxledger.inputfile import shown_path
@@ -34,8 +35,10 @@ __all__ = [
     "SQLITE_HEADER",
     "SQLITE_SIDES",
     "WAL_SUFFIX",
+    "NewFile",
     "close_side_lock",
     "create_ledger_file",
+    "create_new_file",
     "create_private_file",
     "is_sqlite_file",
     "open_side_file",
@@ -264,10 +267,87 @@ def create_ledger_file(path: str) -> None:
     try:
         create_private_file(path)
     except OSError as exc:
-        raise StoreError(
-            f"cannot create the ledger {shown_path(path)}: {exc.strerror}; "
-            "check the directory exists and is writable"
-        ) from exc
+        raise _cannot_create(path, exc) from exc
+
+
+def _cannot_create(path: str, exc: OSError) -> StoreError:
+    return StoreError(
+        f"cannot create the ledger {shown_path(path)}: {exc.strerror}; "
+        "check the directory exists and is writable"
+    )
+
+
+class NewFile(NamedTuple):
+    """A file :func:`create_new_file` made: nothing else can have made it (``O_EXCL``)."""
+
+    path: str
+    #: (device, inode) of the file made
+    identity: tuple[int, int]
+    #: the folders made on the way to it, deepest first
+    folders: tuple[str, ...]
+    #: the names beside it (:data:`SIDE_SUFFIXES`, :data:`LEASES_SUFFIX`) already there
+    sides: frozenset[str]
+
+
+def create_new_file(path: str) -> NewFile:
+    """Make an empty private (0600) file at `path` where nothing is, with the folders on
+    the way (0700): FileExistsError when a file or link is at `path` (kept as it is);
+    StoreError for any other failure, worded as :func:`create_ledger_file`'s (a folder
+    on the way that is a file is named), with the folders this call made removed again."""
+    made: list[str] = []
+    try:
+        made = _make_folders(os.path.dirname(os.path.abspath(path)))
+        sides = frozenset(s for s in (*SIDE_SUFFIXES, LEASES_SUFFIX) if os.path.lexists(path + s))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        for folder in made:  # (deepest first; one that holds anything stays)
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise _cannot_create(path, exc) from exc
+    try:
+        found = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return NewFile(path, (found.st_dev, found.st_ino), tuple(made), sides)
+
+
+#: the most folders one path may have made: more than SQLite's longest path (512 bytes)
+#: could hold (``os.makedirs`` hit the recursion limit past ~900, after making none)
+_MOST_FOLDERS = 256
+
+
+def _make_folders(folder: str) -> list[str]:
+    """Make each missing folder on the way to (and of) the absolute `folder`, 0700, one
+    by one; the ones this call made, deepest first. OSError naming a name on the way that
+    is no folder, or when more than :data:`_MOST_FOLDERS` are missing (none is made)."""
+    missing: list[str] = []
+    while not os.path.isdir(folder):
+        if os.path.lexists(folder):
+            raise _not_a_folder(folder)
+        if len(missing) == _MOST_FOLDERS:
+            raise OSError(errno.ENAMETOOLONG, "the path names too many folders", folder)
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    made: list[str] = []
+    for name in reversed(missing):
+        try:
+            os.mkdir(name, 0o700)
+        except FileExistsError:  # (made meanwhile by someone else: not ours)
+            if not os.path.isdir(name):
+                raise _not_a_folder(name) from None
+            continue
+        made.insert(0, name)
+    return made
+
+
+def _not_a_folder(name: str) -> OSError:
+    what = "is a file, not a folder" if os.path.isfile(name) else "is not a folder"
+    return NotADirectoryError(errno.ENOTDIR, f"{shown_path(name)} {what}", name)
 
 
 def create_private_file(path: str) -> None:
@@ -279,11 +359,7 @@ def create_private_file(path: str) -> None:
     a ledger whose first page is gone): before, such a path had its mode cut to the
     owner's (a directory too) and then failed as a "damaged" ledger.
     """
-    parent = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    except RecursionError:  # (makedirs recurses once per missing folder)
-        raise OSError(errno.ENAMETOOLONG, "the path names too many folders", parent) from None
+    _make_folders(os.path.dirname(os.path.abspath(path)))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

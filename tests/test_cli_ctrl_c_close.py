@@ -32,7 +32,7 @@ def _ledger(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("where", ["_replace", "link"])
+@pytest.mark.parametrize("where", ["_written_beside", "link"])
 def test_a_first_seal_cut_short_leaves_no_empty_anchor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
@@ -46,7 +46,7 @@ def test_a_first_seal_cut_short_leaves_no_empty_anchor(
     if where == "link":
         monkeypatch.setattr(anchor.os, "link", cut)
     else:
-        monkeypatch.setattr(anchor, "_replace", cut)
+        monkeypatch.setattr(anchor, "_written_beside", cut)
     with contextlib.suppress(KeyboardInterrupt), Ledger.open(db) as ledger:
         ledger.seal_head()
     monkeypatch.undo()
@@ -54,6 +54,28 @@ def test_a_first_seal_cut_short_leaves_no_empty_anchor(
     assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []
     result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("where", ["_written_beside", "link"])
+def test_a_key_file_made_and_cut_short_is_never_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The sealing key was made with ``O_EXCL`` and then written: a cut between left an
+    empty key file, refused at every close after (session 43, review LOW)."""
+    key = tmp_path / "keys" / "anchor.key"
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(key))
+
+    def cut(*_args: Any, **_kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as cutting:
+        cutting.setattr(anchor.os if where == "link" else anchor, where, cut)
+        with pytest.raises(KeyboardInterrupt):
+            anchor._key()
+    assert os.listdir(key.parent) == []  # (no key, no temporary: not an empty one)
+    made = anchor._key()
+    assert len(made) > 0 and key.read_bytes() == made
+    assert (key.stat().st_mode & 0o777) == 0o600
 
 
 def test_the_interrupt_handler_ignores_a_second_ctrl_c() -> None:

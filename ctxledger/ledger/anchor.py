@@ -106,12 +106,9 @@ def _key(create: bool = True) -> bytes:
             raise NoKey from None
         raise
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process created it first
-        return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(secrets.token_bytes(_KEY_BYTES))
+    # (whole or not at all: a key file made empty and cut short before its write was
+    # refused as "no key" at every close; False: another process made it first)
+    _create(path, secrets.token_bytes(_KEY_BYTES))
     return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
 
 
@@ -246,24 +243,52 @@ def _still_at(fd: int, path: Path) -> bool:
 
 
 def _create(path: Path, body: bytes) -> bool:
-    """Make the anchor at `path` holding `body`, written to a temporary file first and
-    linked into place (False: one is there already). An empty anchor file (the lock
-    target an interrupted first seal left, which ``verify`` called tampered) never shows."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    """Make the file `path` holding `body` (0600), written beside it first and linked into
+    place (False: one is there already). It appears whole or not at all: an empty anchor
+    (the lock target an interrupted first seal left, which ``verify`` called tampered),
+    or an empty key file, never shows."""
+    temporary = _written_beside(path, body)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            return False
+        os.link(temporary, path)
+    except FileExistsError:
+        return False
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
     _sync_folder(path)
     return True
+
+
+def _replace(path: Path, body: bytes) -> None:
+    """Write `body` to a temporary file beside `path` and rename it over `path`, keeping
+    the mode of the file it replaces (0600 for a new one); the folder is synced after."""
+    temporary = _written_beside(path, body, keep_mode=True)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_folder(path)
+
+
+def _written_beside(path: Path, body: bytes, *, keep_mode: bool = False) -> str:
+    """A temporary file beside `path` holding `body`, synced (0600, or with `keep_mode`
+    the mode of the file at `path`); its name. Removed again if the write fails."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if keep_mode:
+                with contextlib.suppress(FileNotFoundError):
+                    os.fchmod(out.fileno(), stat.S_IMODE(os.stat(path).st_mode))
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return temporary
 
 
 def _sync_folder(path: Path) -> None:
@@ -272,25 +297,6 @@ def _sync_folder(path: Path) -> None:
         os.fsync(folder)
     finally:
         os.close(folder)
-
-
-def _replace(path: Path, body: bytes) -> None:
-    """Write `body` to a temporary file beside `path` and rename it over `path`, keeping
-    the mode of the file it replaces (0600 for a new one); the folder is synced after."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
-        with os.fdopen(fd, "wb") as out:
-            out.write(body)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _sync_folder(path)
 
 
 def seal_anchor(store: EventStore, db: str | os.PathLike[str]) -> bool:

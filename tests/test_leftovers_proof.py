@@ -186,3 +186,21 @@ def test_a_whatif_out_in_a_folder_that_is_a_file_says_so(tmp_path: Path) -> None
     ):
         pass
     assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_a_path_through_dotdot_makes_the_folders_the_kernel_walks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``new/../x/o.db``: the kernel needs ``new`` to reach ``x`` (an absolute path
+    made only ``x``, and the open then failed: "No such file or directory")."""
+    monkeypatch.chdir(tmp_path)
+    made = create_new_file("new/../x/o.db")
+    assert (tmp_path / "x" / "o.db").is_file()
+    assert {os.path.realpath(f) for f in made.folders} == {
+        str(tmp_path / "new"),
+        str(tmp_path / "x"),
+    }
+    os.unlink(made.path)
+    for folder in made.folders:
+        os.rmdir(folder)
+    assert os.listdir(tmp_path) == []

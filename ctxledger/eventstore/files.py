@@ -296,7 +296,7 @@ def create_new_file(path: str) -> NewFile:
     on the way that is a file is named), with the folders this call made removed again."""
     made: list[str] = []
     try:
-        made = _make_folders(os.path.dirname(os.path.abspath(path)))
+        made = _make_folders(os.path.dirname(path))
         sides = frozenset(s for s in (*SIDE_SUFFIXES, LEASES_SUFFIX) if os.path.lexists(path + s))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except FileExistsError:
@@ -319,11 +319,12 @@ _MOST_FOLDERS = 256
 
 
 def _make_folders(folder: str) -> list[str]:
-    """Make each missing folder on the way to (and of) the absolute `folder`, 0700, one
-    by one; the ones this call made, deepest first. OSError naming a name on the way that
-    is no folder, or when more than :data:`_MOST_FOLDERS` are missing (none is made)."""
+    """Make each missing folder on the way to (and of) `folder`, 0700, one by one (named
+    as given: ``new/../x`` makes ``new`` and ``x``, as the kernel walks it); the ones this
+    call made, deepest first. OSError naming a name on the way that is no folder, or when
+    more than :data:`_MOST_FOLDERS` are missing (none is made)."""
     missing: list[str] = []
-    while not os.path.isdir(folder):
+    while folder and not os.path.isdir(folder):
         if os.path.lexists(folder):
             raise _not_a_folder(folder)
         if len(missing) == _MOST_FOLDERS:
@@ -359,7 +360,7 @@ def create_private_file(path: str) -> None:
     a ledger whose first page is gone): before, such a path had its mode cut to the
     owner's (a directory too) and then failed as a "damaged" ledger.
     """
-    _make_folders(os.path.dirname(os.path.abspath(path)))
+    _make_folders(os.path.dirname(path))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

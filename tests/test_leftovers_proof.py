@@ -18,9 +18,9 @@ from ctxledger import Ledger
 from ctxledger.analysis.replayids import PresetIds, ReplayClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import InvalidInput, StoreError
-from ctxledger.eventstore import files
+from ctxledger.eventstore import files, leftovers
 from ctxledger.eventstore.files import create_new_file
-from ctxledger.eventstore.leftovers import lock_to_make, remove_made_lock
+from ctxledger.eventstore.leftovers import lock_to_make, remove_made_lock, remove_new_file
 
 whatif_module = importlib.import_module("ctxledger.analysis.whatif")
 _MESSAGES = [{"role": "user", "content": "keep me"}]
@@ -131,6 +131,43 @@ def test_a_whatif_out_cut_short_in_its_open_leaves_no_out(
     with pytest.raises(KeyboardInterrupt), _scratch(out):  # type: ignore[attr-defined]
         pass
     assert os.listdir(tmp_path) == []
+
+
+def _theirs_at(out: str) -> None:
+    """Another process's ledger put at `out` (OUT renamed away), with its own side files."""
+    os.rename(out, out + ".moved")
+    Path(out).write_text("theirs\n")
+    Path(out + "-wal").write_text("their committed frames\n")
+    os.mkdir(out + ".leases")
+    Path(out + ".leases", "k").write_text("their lease\n")
+
+
+def test_a_swapped_out_keeps_its_side_files(tmp_path: Path) -> None:
+    """OUT is checked before anything is removed: the side files of a file swapped in
+    are that file's (they were removed first, and only OUT itself was checked)."""
+    made = create_new_file(str(tmp_path / "new" / "o.db"))
+    _theirs_at(made.path)
+    remove_new_file(made)
+    assert Path(made.path).read_text() == "theirs\n"
+    assert Path(made.path + "-wal").read_text() == "their committed frames\n"
+    assert Path(made.path + ".leases", "k").read_text() == "their lease\n"
+    assert os.path.exists(made.path + ".moved")
+
+
+def test_out_swapped_while_its_side_files_go_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = create_new_file(str(tmp_path / "o.db"))
+    os.mkdir(made.path + ".leases")  # (the what-if's own)
+    real = leftovers.shutil.rmtree
+
+    def swapping(path: str, **kwargs: bool) -> None:
+        real(path, **kwargs)
+        _theirs_at(made.path)  # (swapped just after)
+
+    monkeypatch.setattr(leftovers.shutil, "rmtree", swapping)
+    remove_new_file(made)
+    assert Path(made.path).read_text() == "theirs\n"
 
 
 def test_a_new_file_s_folders_are_private_whatever_the_umask(tmp_path: Path) -> None:

@@ -73,8 +73,12 @@ def remove_made_lock(lock: str | None) -> None:
 
 
 def remove_new_file(made: NewFile) -> None:
-    """Remove the file `made` (if that very file is still at its path), the side files
-    and lease folder made beside it since, and the empty folders made on its way."""
+    """Remove the file `made`, the side files and lease folder made beside it since, and
+    the empty folders made on its way; only while that very file is still at its path.
+    Checked first (another file there: nothing is removed, its side files are its own)
+    and again right before the unlink (swapped meanwhile: it stays)."""
+    if not _still_made(made):
+        return
     for suffix in (*SIDE_SUFFIXES, LEASES_SUFFIX):
         side = made.path + suffix
         if suffix in made.sides:
@@ -85,9 +89,17 @@ def remove_new_file(made: NewFile) -> None:
             elif os.path.lexists(side):
                 os.unlink(side)
     with contextlib.suppress(OSError):
-        found = os.lstat(made.path)
-        if (found.st_dev, found.st_ino) == made.identity:
+        if _still_made(made):
             os.unlink(made.path)
     for folder in made.folders:  # (deepest first)
         with contextlib.suppress(OSError):
             os.rmdir(folder)
+
+
+def _still_made(made: NewFile) -> bool:
+    """Whether the file at `made`'s path is the one made (not followed through a link)."""
+    try:
+        found = os.lstat(made.path)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == made.identity

@@ -246,15 +246,49 @@ def _create(path: Path, body: bytes) -> bool:
     """Make the file `path` holding `body` (0600), written beside it first and linked into
     place (False: one is there already). It appears whole or not at all: an empty anchor
     (the lock target an interrupted first seal left, which ``verify`` called tampered),
-    or an empty key file, never shows."""
+    or an empty key file, never shows. Where the file system has no hard links (vfat,
+    SMB, some FUSE mounts), it is made in place as before (:func:`_create_in_place`)."""
     temporary = _written_beside(path, body)
     try:
         os.link(temporary, path)
     except FileExistsError:
         return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        return _create_in_place(path, body)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+    _sync_folder(path)
+    return True
+
+
+#: what ``link`` says where a file system has no hard links, or none across a mount
+_NO_HARD_LINKS = frozenset(
+    {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV}
+)
+
+
+def _create_in_place(path: Path, body: bytes) -> bool:
+    """Make `path` with ``O_EXCL`` (False: one is there already), write `body` and sync:
+    main's way. Cut short, the file made is removed again (an empty one stays only if the
+    removal fails too)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return False
+    made = os.fstat(fd)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if os.path.samestat(made, os.lstat(path)):
+                os.unlink(path)
+        raise
     _sync_folder(path)
     return True
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +79,25 @@ def test_a_key_file_made_and_cut_short_is_never_empty(
     assert (key.stat().st_mode & 0o777) == 0o600
 
 
-def test_the_interrupt_handler_ignores_a_second_ctrl_c() -> None:
-    before = signal.getsignal(signal.SIGINT)
+@contextlib.contextmanager
+def _host_handling_sigint() -> Iterator[Any]:
+    """The host (this test) handles SIGINT as Python does by default, whatever the runner
+    left: a runner started in the background by a shell without job control has SIGINT
+    ignored, and the tests below could then not fail (an unshielded close saw no Ctrl-C,
+    and SIG_IGN was already the handler "restored" or "ignoring" a second Ctrl-C). The
+    runner's handler is back after."""
+    runner_s = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        yield signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, runner_s)
+
+
+def test_the_interrupt_handler_ignores_a_second_ctrl_c() -> None:
+    with _host_handling_sigint():
         with pytest.raises(KeyboardInterrupt):
             interrupt._raise_interrupt(signal.SIGINT, None)
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    finally:
-        signal.signal(signal.SIGINT, before)
 
 
 def test_ctrl_c_during_a_successful_command_s_close_is_dropped(
@@ -99,11 +111,11 @@ def test_ctrl_c_during_a_successful_command_s_close_is_dropped(
         close(self)
 
     monkeypatch.setattr(FacadeLedger, "close", close_with_ctrl_c)
-    before = signal.getsignal(signal.SIGINT)
-    result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
-    assert result.exit_code == 0, result.output
-    assert "Aborted" not in result.output
-    assert signal.getsignal(signal.SIGINT) is before  # (the host's handler is back)
+    with _host_handling_sigint() as before:
+        result = CliRunner().invoke(cli, ["--db", str(db), "sessions"])
+        assert result.exit_code == 0, result.output
+        assert "Aborted" not in result.output
+        assert signal.getsignal(signal.SIGINT) is before  # (the host's handler is back)
 
 
 def test_an_interrupted_command_gives_the_host_its_handler_back(
@@ -115,7 +127,7 @@ def test_an_interrupted_command_gives_the_host_its_handler_back(
         interrupt._raise_interrupt(signal.SIGINT, None)  # (as the handler does)
 
     monkeypatch.setattr(ledger_commands, "emit_json", ctrl_c)
-    before = signal.getsignal(signal.SIGINT)
-    result = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--json"])
-    assert result.exit_code == interrupt.INTERRUPTED, result.output
-    assert signal.getsignal(signal.SIGINT) is before
+    with _host_handling_sigint() as before:
+        result = CliRunner().invoke(cli, ["--db", str(db), "sessions", "--json"])
+        assert result.exit_code == interrupt.INTERRUPTED, result.output
+        assert signal.getsignal(signal.SIGINT) is before

@@ -170,16 +170,29 @@ def test_out_swapped_while_its_side_files_go_is_kept(
     assert Path(made.path).read_text() == "theirs\n"
 
 
-def test_a_new_file_s_folders_are_private_whatever_the_umask(tmp_path: Path) -> None:
+def _mode(path: Path | str) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("how", ["whatif out", "open"])
+def test_folders_are_made_as_main_made_them(tmp_path: Path, how: str) -> None:
+    """``os.makedirs(folder, 0o700)``, what main called: the ledger's own folder 0700,
+    those on the way 0777 less the umask (a shared ``projects/`` stays listable)."""
+    path = tmp_path / "a" / "b" / "o.db"
     old = os.umask(0o022)
     try:
-        made = create_new_file(str(tmp_path / "a" / "b" / "o.db"))
+        if how == "open":
+            Ledger.open(path).close()
+        else:
+            made = create_new_file(str(path))
+            assert made.folders == (str(tmp_path / "a" / "b"), str(tmp_path / "a"))
     finally:
         os.umask(old)
-    assert made.folders == (str(tmp_path / "a" / "b"), str(tmp_path / "a"))
-    for folder in made.folders:
-        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(made.path).st_mode) == 0o600
+    assert (_mode(tmp_path / "a"), _mode(tmp_path / "a" / "b"), _mode(path)) == (
+        0o755,
+        0o700,
+        0o600,
+    )
 
 
 def test_a_file_that_cannot_be_made_is_one_store_error_and_leaves_no_folder(

@@ -291,7 +291,7 @@ class NewFile(NamedTuple):
 
 def create_new_file(path: str) -> NewFile:
     """Make an empty private (0600) file at `path` where nothing is, with the folders on
-    the way (0700): FileExistsError when a file or link is at `path` (kept as it is);
+    the way (as :func:`_make_folders`): FileExistsError when a file or link is at `path` (kept as it is);
     StoreError for any other failure, worded as :func:`create_ledger_file`'s (a folder
     on the way that is a file is named), with the folders this call made removed again."""
     made: list[str] = []
@@ -319,10 +319,12 @@ _MOST_FOLDERS = 256
 
 
 def _make_folders(folder: str) -> list[str]:
-    """Make each missing folder on the way to (and of) `folder`, 0700, one by one (named
-    as given: ``new/../x`` makes ``new`` and ``x``, as the kernel walks it); the ones this
-    call made, deepest first. OSError naming a name on the way that is no folder, or when
-    more than :data:`_MOST_FOLDERS` are missing (none is made)."""
+    """Make each missing folder on the way to (and of) `folder`, one by one (named as
+    given: ``new/../x`` makes ``new`` and ``x``, as the kernel walks it); the ones this
+    call made, deepest first. As ``os.makedirs(folder, 0o700)`` (what main called): the
+    ledger's own folder 0700, those on the way 0777 less the umask. OSError naming a name
+    on the way that is no folder, or when more than :data:`_MOST_FOLDERS` are missing
+    (none is made)."""
     missing: list[str] = []
     while folder and not os.path.isdir(folder):
         if os.path.lexists(folder):
@@ -337,7 +339,7 @@ def _make_folders(folder: str) -> list[str]:
     made: list[str] = []
     for name in reversed(missing):
         try:
-            os.mkdir(name, 0o700)
+            os.mkdir(name, 0o700 if name == missing[0] else 0o777)
         except FileExistsError:  # (made meanwhile by someone else: not ours)
             if not os.path.isdir(name):
                 raise _not_a_folder(name) from None

@@ -13,9 +13,12 @@ import stat
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from ctxledger import Ledger
 from ctxledger.analysis.replayids import PresetIds, ReplayClock
+from ctxledger.cli import app
+from ctxledger.cli.main import cli
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.errors import InvalidInput, StoreError
 from ctxledger.eventstore import files, leftovers
@@ -78,6 +81,41 @@ def test_a_lock_that_is_a_link_is_kept(tmp_path: Path) -> None:
     os.symlink(target, db + ".lock")
     remove_made_lock(lock)
     assert os.path.islink(db + ".lock") and target.read_text() == "not ours\n"
+
+
+def _made_by_another_process(lock: str) -> None:
+    os.close(os.open(lock, os.O_RDWR | os.O_CREAT, 0o600))  # (as its open makes one)
+
+
+def test_a_lock_another_process_made_before_the_open_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer (``serve``, an agent) opening the ledger between :func:`lock_to_make` and
+    the failed command's open made the lock: the command's open found it, and keeps it."""
+    db = _ledger_without_lock(tmp_path)
+
+    def then_a_writer_opens(target: str) -> str | None:
+        lock = lock_to_make(target)
+        _made_by_another_process(db + ".lock")
+        return lock
+
+    monkeypatch.setattr(app, "lock_to_make", then_a_writer_opens)
+    result = CliRunner().invoke(cli, ["--db", db, "show", "ses_nope"])
+    assert result.exit_code != 0 and os.path.exists(db + ".lock")
+    monkeypatch.undo()
+    os.unlink(db + ".lock")
+    result = CliRunner().invoke(cli, ["--db", db, "show", "ses_nope"])  # (the control)
+    assert result.exit_code != 0 and not os.path.exists(db + ".lock")
+
+
+def test_a_lock_made_again_by_another_process_is_kept(tmp_path: Path) -> None:
+    db = _ledger_without_lock(tmp_path)
+    lock = lock_to_make(db)
+    Ledger.open(db).close()  # (this process's open made it)
+    os.unlink(db + ".lock")
+    _made_by_another_process(db + ".lock")  # (on the same inode, or not)
+    remove_made_lock(lock)
+    assert os.path.exists(db + ".lock")
 
 
 def _scratch(out: Path) -> object:

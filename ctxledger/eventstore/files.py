@@ -41,6 +41,7 @@ __all__ = [
     "create_new_file",
     "create_private_file",
     "is_sqlite_file",
+    "lock_made_here",
     "open_side_file",
     "open_side_folder",
     "open_side_lock",
@@ -131,9 +132,27 @@ def open_side_lock(ledger: str) -> int | None:
         return None
     try:
         with side_folder(ledger) as (folder, name, owner):
-            return open_side_file(folder, name + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, owner)
+            fd, made = _open_or_make(folder, name + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, owner)
     except OSError:  # (a link's StoreError is no OSError: it goes to the caller)
         return None
+    if made:
+        _LOCKS_MADE.add(_identity(os.fstat(fd)))
+    return fd
+
+
+#: the side lock files an open in this process made with ``O_EXCL`` (device, inode, and
+#: status change time: a file made since under the name, even on a reused inode, is not one)
+_LOCKS_MADE: set[tuple[int, int, int]] = set()
+
+
+def _identity(found: os.stat_result) -> tuple[int, int, int]:
+    return found.st_dev, found.st_ino, found.st_ctime_ns
+
+
+def lock_made_here(found: os.stat_result) -> bool:
+    """Whether `found` (the ``fstat`` of a ``.lock``) is a side lock file that an open in
+    this process made (:func:`open_side_lock`), not one it found there."""
+    return _identity(found) in _LOCKS_MADE
 
 
 def close_side_lock(fd: int | None) -> None:
@@ -186,6 +205,13 @@ def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | 
     missing (``O_EXCL``) and only a file this very call made is handed to `owner`: what
     is found under the name is whatever the folder's owner put there (they could rename
     any of root's files in their folders to it), so it keeps its owner."""
+    return _open_or_make(folder, name, flags, owner)[0]
+
+
+def _open_or_make(
+    folder: int, name: str, flags: int, owner: tuple[int, int] | None
+) -> tuple[int, bool]:
+    """:func:`open_side_file`, and whether this call made the file (``O_EXCL``)."""
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(3):  # (a file removed between the two opens is made again)
         made = bool(flags & os.O_CREAT)
@@ -199,8 +225,8 @@ def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | 
                 continue
         if made and owner is not None:
             _hand_over(fd, owner, name)
-        return fd
-    return _open_beside(folder, name, flags)
+        return fd, made
+    return _open_beside(folder, name, flags), False
 
 
 def open_side_folder(folder: int, name: str, owner: tuple[int, int] | None) -> int:

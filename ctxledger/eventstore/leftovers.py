@@ -10,11 +10,14 @@ Two things are removed:
 
 * ``<ledger>.lock`` that a failed command's open made beside a ledger that was there
   without one (a refused ``show nope``, a repeated ``import``): :func:`lock_to_make`
-  before the open, :func:`remove_made_lock` after the close. It is unlinked only while
-  this process holds it (``flock`` without waiting: a writer holding it keeps it) and
-  only if it is still the file locked. It holds no data: a process that opened it
-  meanwhile loses only its fairness (``eventstore.sqlite``: SQLite's own lock keeps
-  writes correct).
+  before the open, :func:`remove_made_lock` after the close. It is unlinked only if an
+  open in this process made that very file (``O_EXCL``: a writer that made it between
+  :func:`lock_to_make` and the open keeps it; :func:`ctxledger.eventstore.files.lock_made_here`),
+  only while this process holds it (``flock`` without waiting: a writer holding it keeps
+  it) and only if it is still the file locked. It holds no data: a process that opened
+  it meanwhile loses only its fairness (``eventstore.sqlite``: SQLite's own lock keeps
+  writes correct); so does a writer in this same process (a host running the command
+  in its own process), whose open is not told apart from the command's.
 * the what-if ``--out`` file (:func:`remove_new_file`), which the what-if made itself
   with ``O_EXCL`` (:func:`ctxledger.eventstore.files.create_new_file`): it is removed,
   whatever it holds, when the what-if does not finish, with the side files made beside
@@ -28,7 +31,13 @@ import os
 import shutil
 import stat
 
-from ctxledger.eventstore.files import LEASES_SUFFIX, LOCK_SUFFIX, SIDE_SUFFIXES, NewFile
+from ctxledger.eventstore.files import (
+    LEASES_SUFFIX,
+    LOCK_SUFFIX,
+    SIDE_SUFFIXES,
+    NewFile,
+    lock_made_here,
+)
 from ctxledger.eventstore.opening import is_url, target_text
 from ctxledger.eventstore.space import UNPERSISTED
 
@@ -58,15 +67,17 @@ def lock_to_make(target: str) -> str | None:
 
 
 def remove_made_lock(lock: str | None) -> None:
-    """Remove `lock` (from :func:`lock_to_make`), while holding it; held by a writer, a
-    link, or no lock: kept. Errors are dropped: the command has failed already."""
+    """Remove `lock` (from :func:`lock_to_make`) if an open in this process made that
+    very file, while holding it; one another process made meanwhile, one held by a
+    writer, a link, or no lock: kept. Errors are dropped: the command has failed already."""
     if lock is None or fcntl is None:
         return
     with contextlib.suppress(OSError):
         fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.path.samestat(os.fstat(fd), os.lstat(lock)):
+            found = os.fstat(fd)
+            if lock_made_here(found) and os.path.samestat(found, os.lstat(lock)):
                 os.unlink(lock)
         finally:
             os.close(fd)  # (closing drops the flock)

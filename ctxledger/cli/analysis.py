@@ -87,6 +87,13 @@ def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
 
 
 def _print_chain(report: ChainAudit, show_all: bool) -> None:
+    if not report.compactions:  # (an empty table, then "retention 100%; mean per
+        # compaction 100%" of no compaction, read as an audit that found all kept)
+        echo(
+            f"no compaction in the chain of {report.root}: nothing was summarized, so no "
+            "fact could be lost"
+        )
+        return
     table = Table(
         "#",
         Column("compaction", overflow="fold"),  # an id: whole, on more lines if need be

@@ -15,10 +15,21 @@ __all__ = ["check_unicode", "json_problem", "not_unicode"]
 
 
 def not_unicode(what: str, exc: UnicodeEncodeError) -> str:
-    """What is wrong with text UTF-8 cannot encode: `what` holds a lone surrogate (JSON's
-    ``"\\ud83d"``, half of an escaped emoji pair), named escaped."""
+    """What is wrong with text UTF-8 cannot encode: `what` holds a lone surrogate, named
+    escaped. Python reads a byte that is not UTF-8 in an argument, a file name or the
+    environment as U+DC80 to U+DCFF (``surrogateescape``): that is named as the byte,
+    with its likely cause (``recall S $'\\xff'`` was told of "half of an escaped emoji
+    pair", session 41). Any other lone surrogate is the half of a pair that JSON can
+    spell as ``"\\ud83d"``."""
     bad = exc.object[exc.start : exc.end]
-    return f"{what} holds text that is not valid Unicode ({bad!a}, half of an escaped emoji pair?)"
+    if all(0xDC80 <= ord(c) <= 0xDCFF for c in bad):
+        raw = " ".join(f"0x{ord(c) - 0xDC00:02x}" for c in bad[:8])
+        more = " …" if len(bad) > 8 else ""
+        return (
+            f"{what} holds bytes that are not UTF-8 ({raw}{more}): it was typed or "
+            "stored in another encoding; give it in UTF-8"
+        )
+    return f"{what} holds text that is not valid Unicode ({bad!a}, half of an escaped emoji pair)"
 
 
 #: a JSON escape of half a surrogate pair with no other half: a high one not followed by

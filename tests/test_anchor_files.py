@@ -11,6 +11,7 @@ the key file; what it appended is kept.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -21,7 +22,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from ctxledger import Ledger
 from ctxledger.cli.main import cli
+from ctxledger.ledger import anchor
 from ctxledger.ledger.anchor import anchor_path
 
 
@@ -177,3 +180,43 @@ def test_a_test_run_removes_its_sealing_key_s_directory(tmp_path: Path) -> None:
     )
     assert run.returncode == 5, run.stdout + run.stderr  # 5: no test selected
     assert not list(tmp_path.glob("ctxledger-test-key-*"))
+
+
+@pytest.mark.parametrize(
+    "refusal", [errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV], ids=["EPERM", "EOPNOTSUPP", "EXDEV"]
+)
+def test_a_file_system_without_hard_links_still_seals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: int
+) -> None:
+    """vfat, SMB, some FUSE mounts: ``link`` fails. The key and the first ``.head`` are
+    then made in place, as before session 43 (the link alone stopped sealing there)."""
+    key = tmp_path / "keys" / "anchor.key"
+    monkeypatch.setenv("CTXLEDGER_ANCHOR_KEY_FILE", str(key))
+
+    def no_link(*_args: object, **_kwargs: object) -> None:
+        raise OSError(refusal, os.strerror(refusal))
+
+    monkeypatch.setattr(anchor.os, "link", no_link)
+    db = tmp_path / "l.db"
+    with Ledger.open(db) as ledger:
+        sid = ledger.start_session(model="m", context_length=9000)
+        ledger.append_messages(sid, [{"role": "user", "content": "hi"}])
+    assert len(key.read_bytes()) > 0 and (key.stat().st_mode & 0o777) == 0o600
+    assert anchor.read_anchor(db) is not None
+    assert (anchor_path(db).stat().st_mode & 0o777) == 0o600
+    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] == []
+    assert os.listdir(key.parent) == ["anchor.key"]
+    result = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_link_refused_for_another_reason_is_not_made_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(anchor.os, "link", refused)
+    with pytest.raises(PermissionError):
+        anchor._create(tmp_path / "x", b"body")
+    assert os.listdir(tmp_path) == []

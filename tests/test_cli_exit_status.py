@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from helpers import readme
+from helpers.ctrl_c import interrupt, unread
 from helpers.ledger_helpers import compact_now, deterministic_ledger, session_with_turns
 
+from ctxledger.cli.interrupt import INTERRUPTED
 from ctxledger.cli.main import PIPE_CUT, cli
 
 cli_main = importlib.import_module("ctxledger.cli.main")  # (the package's `main` is the function)
@@ -79,8 +81,30 @@ CASES: dict[int, list[_Case]] = {
         lambda db, tip, c, tmp: _status(db, "verify", "--expect-head", "zz"),
         lambda db, tip, c, tmp: CliRunner().invoke(cli, []).exit_code,  # its help, then 2
     ],
+    INTERRUPTED: [lambda db, tip, c, tmp: _ctrl_c_of_import(db, tmp)],
     PIPE_CUT: [lambda db, tip, c, tmp: _cut(db, "show", tip, "--json").returncode],
 }
+
+
+def _ctrl_c_of_import(db: Path, tmp: Path) -> int:
+    """Ctrl-C on a terminal while `import -` waits for the rest of its input (see
+    ``tests/test_cli_ctrl_c.py`` for the other commands)."""
+    fifo = tmp / "in.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)
+    try:
+        os.write(writer, b'[{"role": "user", "content": "hi"}')
+        run = interrupt(
+            ["--db", str(db), "import", "-", "--format", "openai"],
+            cwd=str(tmp),
+            env=_env(),
+            ready=lambda _shown: unread(writer) == 0,
+            stdin_file=str(fifo),
+        )
+    finally:
+        os.close(writer)
+    assert run.status is not None, run
+    return run.status
 
 
 def test_the_readme_table_documents_each_status_the_cases_run() -> None:

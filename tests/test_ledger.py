@@ -155,12 +155,12 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger, str], object], type[Exception], str
     ),
     # text UTF-8 cannot encode was "SessionStarted has a field of the wrong type or value"
     ("model with a lone surrogate", lambda lg, s: lg.start_session(model="m\udcff",
-     context_length=9000), InvalidInput, "model holds text that is not valid Unicode"),
+     context_length=9000), InvalidInput, "model holds bytes that are not UTF-8 (0xff)"),
     ("system prompt with a lone surrogate", lambda lg, s: lg.start_session(model="m",
      context_length=9000, system_prompt="\ud800"), InvalidInput,
      "system_prompt holds text that is not valid Unicode"),
     ("switch to a model with a lone surrogate", lambda lg, s: lg.switch_model(s, "\udc9b",
-     16_000), InvalidInput, "model holds text that is not valid Unicode"),
+     16_000), InvalidInput, "model holds bytes that are not UTF-8 (0x9b)"),
     # a str or a dict was walked as its characters or keys: "tool 0 must be a JSON object"
     ("tools as a string", lambda lg, s: lg.start_session(model="m", context_length=9000,
      tools="abc"), InvalidInput, "tools must be a list of tool schemas, got str"),

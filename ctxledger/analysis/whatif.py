@@ -79,6 +79,8 @@ from ctxledger.compressor.config import CompressionConfig, checked_config
 from ctxledger.compressor.summarizers.base import Summarizer
 from ctxledger.errors import InvalidInput
 from ctxledger.eventstore.contents import sharing_contents
+from ctxledger.eventstore.files import NewFile, create_new_file
+from ctxledger.eventstore.leftovers import remove_new_file
 from ctxledger.eventstore.space import TEMPORARY
 from ctxledger.inputfile import path_exists, path_text, shown_path
 from ctxledger.ledger.facade import Ledger
@@ -167,6 +169,11 @@ def scratch_ledger(
 ) -> Iterator[Ledger]:
     """A fresh ledger at `out` (kept), or else a private temporary one (gone when closed).
 
+    `out` is made here first, with ``O_EXCL`` (a file there is refused and kept): so it
+    is provably this what-if's, and a what-if cut short (an error, Ctrl-C) removes it,
+    whatever it holds, with the side files and empty folders made for it
+    (:func:`ctxledger.eventstore.leftovers.remove_new_file`).
+
     The temporary one is SQLite's temporary database: kept in the page cache and spilled
     to an unsynced, unnamed temporary file past it. A what-if reads it only while open,
     so nothing is written to a file it syncs, checkpoints or deletes (a replay holding a
@@ -175,18 +182,32 @@ def scratch_ledger(
     """
     if out is not None and path_exists(out, "--out"):
         raise InvalidInput(f"{shown_path(out)} already exists: give --out a new file name")
-    ledger = Ledger.open(
-        TEMPORARY if out is None else Path(out),
-        clock=clock,
-        ids=ids,
-        config=config,
-        durability="normal",
-    )
-    ledger.quiet_repairs = True
-    try:
+    made: NewFile | None = None
+    ledger: Ledger | None = None
+    finished = False
+    try:  # (the open too: Ctrl-C there left OUT made and not yet closed)
+        if out is not None:  # OUT made here first (O_EXCL): provably this what-if's
+            try:
+                made = create_new_file(os.fspath(out))
+            except FileExistsError:
+                raise InvalidInput(
+                    f"{shown_path(out)} already exists: give --out a new file name"
+                ) from None
+        ledger = Ledger.open(
+            TEMPORARY if out is None else Path(out),
+            clock=clock,
+            ids=ids,
+            config=config,
+            durability="normal",
+        )
+        ledger.quiet_repairs = True
         yield ledger
+        finished = True
     finally:
-        ledger.close()
+        if ledger is not None:
+            ledger.close()
+        if made is not None and not finished:  # cut short (an error, Ctrl-C): OUT goes
+            remove_new_file(made)
 
 
 async def replay_into(

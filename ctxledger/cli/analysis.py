@@ -51,7 +51,7 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
 from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import content_text
-from ctxledger.terminal import block, styled
+from ctxledger.terminal import block, inline, styled
 
 if TYPE_CHECKING:
     from ctxledger.analysis.history import History
@@ -87,6 +87,13 @@ def _print_compaction(a: CompactionAudit, show_all: bool) -> None:
 
 
 def _print_chain(report: ChainAudit, show_all: bool) -> None:
+    if not report.compactions:  # (an empty table, then "retention 100%; mean per
+        # compaction 100%" of no compaction, read as an audit that found all kept)
+        echo(
+            f"no compaction in the chain of {report.root}: nothing was summarized, so no "
+            "fact could be lost"
+        )
+        return
     table = Table(
         "#",
         Column("compaction", overflow="fold"),  # an id: whole, on more lines if need be
@@ -420,7 +427,8 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
         )
         text = content_text(m.message)
         for call in m.message.get("tool_calls") or ():
-            text += f"\n→ {call['function']['name']}({call['function']['arguments']})"
+            # (a name is one line, escaped as ids are: it keeps no newline nor bidi mark)
+            text += f"\n→ {inline(call['function']['name'])}({call['function']['arguments']})"
         cut = (
             text
             if len(text) <= max_chars

@@ -17,6 +17,12 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
+from ctxledger.cli.interrupt import (
+    ignoring_interrupts,
+    interrupted,
+    raw_interrupts,
+    restored_interrupts,
+)
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.redact import redact
 from ctxledger.compressor.settings import CLI_DEFAULTS, ResolvedConfig, resolve_config
@@ -29,6 +35,7 @@ from ctxledger.errors import (
     described,
 )
 from ctxledger.eventstore.base import EventStore
+from ctxledger.eventstore.leftovers import lock_to_make, remove_made_lock
 from ctxledger.eventstore.opening import (
     default_db_path,
     open_for_reading,
@@ -65,6 +72,10 @@ class State:
         self._ledger: Ledger | None = None
         #: the command failed and said why (handle_errors): close adds no second line
         self.failed = False
+        #: the command ended in failure (an error, an interrupt, an exit status not 0):
+        #: close removes the ``.lock`` its open made beside a ledger (:mod:`.leftovers`)
+        self.aborted = False
+        self._made_lock: str | None = None
         self._settings: ResolvedConfig | None = None
 
     @property
@@ -111,11 +122,16 @@ class State:
             if existing or reads:
                 require_ledger_file(self.db)
             must = existing or reads  # (a URL holding no ledger: refused at the open)
-            if reads:
-                opened = open_for_reading(self.db, lambda ro: self._open(ro, must), note)
-                self._ledger = opened[0]
-            else:  # an empty file names nothing recorded: read, not made a ledger
-                self._ledger = self._open(existing and _empty_file(self.db), must)
+            self._made_lock = lock_to_make(self.db)  # (removed if it fails: .leftovers)
+            try:
+                if reads:
+                    opened = open_for_reading(self.db, lambda ro: self._open(ro, must), note)
+                    self._ledger = opened[0]
+                else:  # an empty file names nothing recorded: read, not made a ledger
+                    self._ledger = self._open(existing and _empty_file(self.db), must)
+            except BaseException:
+                remove_made_lock(self._made_lock)
+                raise
         return self._ledger
 
     def _open(self, read_only: bool, existing: bool) -> Ledger:
@@ -131,7 +147,9 @@ class State:
         """Close the ledger; a read-only (lock-free) read whose file changed meanwhile
         says so and exits 1: what it printed may be torn. A command that already failed
         (its one error line printed, its exit code set) keeps that line and code."""
-        if self._ledger is not None:
+        if self._ledger is None:
+            return
+        with ignoring_interrupts():  # (a Ctrl-C now is dropped: the close, its seal, ends)
             try:
                 self._ledger.store.check_unchanged()
             except CtxLedgerError as exc:
@@ -139,7 +157,14 @@ class State:
                     click.echo(f"error: {_one_line(exc)}", err=True)
                     sys.exit(1)
             finally:
-                self._ledger.close()
+                self._close_tidily(self._ledger)
+
+    def _close_tidily(self, ledger: Ledger) -> None:
+        """Close `ledger`; after a failure, remove the ``.lock`` its open made beside a
+        ledger that had none (:mod:`.leftovers`). A ledger it made stays."""
+        ledger.close()
+        if self.aborted:
+            remove_made_lock(self._made_lock)
 
 
 class _WarningLines(logging.Handler):
@@ -209,11 +234,16 @@ def reading_store(target: str, option: str) -> Iterator[EventStore]:
     ``migrate --from``), which must exist: opened as :func:`open_for_reading` says, its
     reads checked for a change (:func:`_checked`)."""
     require_ledger_file(target, option)
-    opened, _ = open_for_reading(
-        target, lambda ro: open_store(target, read_only=ro, existing=option), note
-    )
-    with opened as store, _checked(store):
-        yield store
+    made_lock = lock_to_make(target)  # (a failure leaves no .lock it made: .leftovers)
+    try:
+        opened, _ = open_for_reading(
+            target, lambda ro: open_store(target, read_only=ro, existing=option), note
+        )
+        with opened as store, _checked(store):
+            yield store
+    except BaseException:
+        remove_made_lock(made_lock)
+        raise
 
 
 @contextlib.contextmanager
@@ -347,6 +377,10 @@ class LedgerGroup(click.Group):
         except click.UsageError as exc:
             raise _usage_line(exc) from exc
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with restored_interrupts():  # (an in-process host keeps its own SIGINT handler)
+            return super().main(*args, **kwargs)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -354,6 +388,11 @@ class LedgerGroup(click.Group):
             raise
         except click.UsageError as exc:
             raise _usage_line(exc) from exc
+        except KeyboardInterrupt:  # (outside a command's handle_errors; click said "Aborted!", 1)
+            state = ctx.find_object(State)
+            if state is not None:
+                state.aborted = True
+            interrupted()
 
 
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -466,17 +505,32 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with raw_interrupts():
+                return fn(*args, **kwargs)
         except CtxLedgerError as exc:
-            ctx = click.get_current_context(silent=True)
-            state = ctx.find_object(State) if ctx is not None else None
+            state = _current_state()
             if state is not None:
-                state.failed = True
+                state.failed = state.aborted = True
                 exc = state.changed_instead(exc)
             click.echo(f"error: {_one_line(exc)}", err=True)
             sys.exit(2 if isinstance(exc, InvalidInput | NotFound) else 1)
+        except BaseException as exc:  # (Ctrl-C, an exit status, a bug: a .lock made goes)
+            state = _current_state()
+            ok = getattr(exc, "code", getattr(exc, "exit_code", 1)) in (0, None)
+            if state is not None and not ok:
+                state.aborted = True
+            if isinstance(exc, KeyboardInterrupt):
+                if state is not None:
+                    state.failed = True  # (its one line is the interrupt's)
+                interrupted()
+            raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def _current_state() -> State | None:
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_object(State) if ctx is not None else None
 
 
 def _one_line(exc: Exception) -> str:

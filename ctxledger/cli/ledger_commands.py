@@ -190,6 +190,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
             "`ctxledger demo` plays a generated one",
             err=True,
         )
+        return  # (no empty table under that line: a header and nothing, session 42)
     console.print(_sessions_table(rows))
 
 
@@ -206,7 +207,7 @@ def _sessions_table(rows: list[dict[str, Any]]) -> Table:
         (
             str(r["kind"]),
             str(r["model"]),
-            str(r["messages"]),
+            f"{r['messages']:,}",  # (grouped as tokens are: 40000 stood beside 896,523)
             f"{r['tokens']:,}",
             f"ended ({r['end_reason']})" if r["ended"] else "live",
             str(r["session_id"]),

@@ -18,6 +18,7 @@ from ctxledger.cli import ledger_commands as _ledger_commands  # noqa: F401
 from ctxledger.cli import migrate as _migrate  # noqa: F401
 from ctxledger.cli import serve as _serve  # noqa: F401
 from ctxledger.cli.app import cli
+from ctxledger.cli.interrupt import interrupted
 
 #: the exit status of a command whose output was cut because its reader left
 #: (``ctxledger show S | head -1``): 128 + SIGPIPE, what a shell reports for a process a
@@ -28,7 +29,10 @@ PIPE_CUT = 141
 def main() -> None:
     with _pipe_watch() as cut:
         try:
-            cli(prog_name="ctxledger")
+            try:
+                cli(prog_name="ctxledger")
+            except KeyboardInterrupt:  # (outside a command: parsing, closing the ledger)
+                interrupted()
         except (SystemExit, BrokenPipeError):
             # (a BrokenPipeError escapes when click's own usage-error print is cut;
             # poll first: entering a function runs a SIGPIPE handler still pending)

@@ -241,4 +241,10 @@ def _run(host: str, port: int, workers: int, graceful_timeout: int, log_level: s
     from ctxledger.server import app as app_module
 
     app_module.STOPPING = lambda: server.should_exit  # event feeds end when shutdown starts
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        # Ctrl-C is how a server is stopped: uvicorn shut it down (its "Shutting down"
+        # lines), then raised the SIGINT again. Exit 0, as with --workers (whose
+        # supervisor returns), not the 130 of a command cut short (session 42)
+        return

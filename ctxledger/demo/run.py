@@ -167,29 +167,31 @@ async def run_demo(
     probe.close()
     config = CompressionConfig(context_length=context_length)
     ledger = Ledger.open(db, clock=StepClock(), ids=SequentialIds(namespace), config=config)
-    svc = ContextService(ledger, config=config)
-    synth = SessionSynth(seed)
-    root = sid = await svc.start_session(
-        model=MODEL, system_prompt=synth.system_prompt(), tools=synth.tools(), title="demo"
-    )
-    threshold = config.threshold_tokens(context_length)
-    out.rule(
-        styled(
-            ("ctxledger demo", "bold"),
-            f" · seed {seed} · window {context_length:,} · threshold {threshold:,} tokens",
+    try:  # (closed, so its head is sealed, on Ctrl-C or an error too: session 42)
+        svc = ContextService(ledger, config=config)
+        synth = SessionSynth(seed)
+        root = sid = await svc.start_session(
+            model=MODEL, system_prompt=synth.system_prompt(), tools=synth.tools(), title="demo"
         )
-    )
-    out.print(f"ledger: {db}  session: {sid}")
-    run = _Run(svc, out)
-    await run.drive(sid, synth, turns)
-    ledger.refresh()
-    tip = ledger.tip(root)
-    _print_chain(out, ledger, root)
-    usage = ledger.chain_usage(tip).to_dict()
-    _print_usage(out, usage)
-    _print_audit(out, ledger, tip)
-    equal, n_drift, verified = _print_checks(out, ledger, tip)
-    svc.ledger.close()
+        threshold = config.threshold_tokens(context_length)
+        out.rule(
+            styled(
+                ("ctxledger demo", "bold"),
+                f" · seed {seed} · window {context_length:,} · threshold {threshold:,} tokens",
+            )
+        )
+        out.print(f"ledger: {db}  session: {sid}")
+        run = _Run(svc, out)
+        await run.drive(sid, synth, turns)
+        ledger.refresh()
+        tip = ledger.tip(root)
+        _print_chain(out, ledger, root)
+        usage = ledger.chain_usage(tip).to_dict()
+        _print_usage(out, usage)
+        _print_audit(out, ledger, tip)
+        equal, n_drift, verified = _print_checks(out, ledger, tip)
+    finally:
+        ledger.close()
     return DemoReport(
         seed=seed,
         root_session=root,

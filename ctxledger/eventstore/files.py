@@ -18,6 +18,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ctxledger.errors import IntegrityError, InvalidInput, StoreError
 from ctxledger.inputfile import shown_path
@@ -34,10 +35,13 @@ __all__ = [
     "SQLITE_HEADER",
     "SQLITE_SIDES",
     "WAL_SUFFIX",
+    "NewFile",
     "close_side_lock",
     "create_ledger_file",
+    "create_new_file",
     "create_private_file",
     "is_sqlite_file",
+    "lock_made_here",
     "open_side_file",
     "open_side_folder",
     "open_side_lock",
@@ -128,9 +132,27 @@ def open_side_lock(ledger: str) -> int | None:
         return None
     try:
         with side_folder(ledger) as (folder, name, owner):
-            return open_side_file(folder, name + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, owner)
+            fd, made = _open_or_make(folder, name + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, owner)
     except OSError:  # (a link's StoreError is no OSError: it goes to the caller)
         return None
+    if made:
+        _LOCKS_MADE.add(_identity(os.fstat(fd)))
+    return fd
+
+
+#: the side lock files an open in this process made with ``O_EXCL`` (device, inode, and
+#: status change time: a file made since under the name, even on a reused inode, is not one)
+_LOCKS_MADE: set[tuple[int, int, int]] = set()
+
+
+def _identity(found: os.stat_result) -> tuple[int, int, int]:
+    return found.st_dev, found.st_ino, found.st_ctime_ns
+
+
+def lock_made_here(found: os.stat_result) -> bool:
+    """Whether `found` (the ``fstat`` of a ``.lock``) is a side lock file that an open in
+    this process made (:func:`open_side_lock`), not one it found there."""
+    return _identity(found) in _LOCKS_MADE
 
 
 def close_side_lock(fd: int | None) -> None:
@@ -183,6 +205,13 @@ def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | 
     missing (``O_EXCL``) and only a file this very call made is handed to `owner`: what
     is found under the name is whatever the folder's owner put there (they could rename
     any of root's files in their folders to it), so it keeps its owner."""
+    return _open_or_make(folder, name, flags, owner)[0]
+
+
+def _open_or_make(
+    folder: int, name: str, flags: int, owner: tuple[int, int] | None
+) -> tuple[int, bool]:
+    """:func:`open_side_file`, and whether this call made the file (``O_EXCL``)."""
     flags |= os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(3):  # (a file removed between the two opens is made again)
         made = bool(flags & os.O_CREAT)
@@ -196,8 +225,8 @@ def open_side_file(folder: int, name: str, flags: int, owner: tuple[int, int] | 
                 continue
         if made and owner is not None:
             _hand_over(fd, owner, name)
-        return fd
-    return _open_beside(folder, name, flags)
+        return fd, made
+    return _open_beside(folder, name, flags), False
 
 
 def open_side_folder(folder: int, name: str, owner: tuple[int, int] | None) -> int:
@@ -264,10 +293,90 @@ def create_ledger_file(path: str) -> None:
     try:
         create_private_file(path)
     except OSError as exc:
-        raise StoreError(
-            f"cannot create the ledger {shown_path(path)}: {exc.strerror}; "
-            "check the directory exists and is writable"
-        ) from exc
+        raise _cannot_create(path, exc) from exc
+
+
+def _cannot_create(path: str, exc: OSError) -> StoreError:
+    return StoreError(
+        f"cannot create the ledger {shown_path(path)}: {exc.strerror}; "
+        "check the directory exists and is writable"
+    )
+
+
+class NewFile(NamedTuple):
+    """A file :func:`create_new_file` made: nothing else can have made it (``O_EXCL``)."""
+
+    path: str
+    #: (device, inode) of the file made
+    identity: tuple[int, int]
+    #: the folders made on the way to it, deepest first
+    folders: tuple[str, ...]
+    #: the names beside it (:data:`SIDE_SUFFIXES`, :data:`LEASES_SUFFIX`) already there
+    sides: frozenset[str]
+
+
+def create_new_file(path: str) -> NewFile:
+    """Make an empty private (0600) file at `path` where nothing is, with the folders on
+    the way (as :func:`_make_folders`): FileExistsError when a file or link is at `path` (kept as it is);
+    StoreError for any other failure, worded as :func:`create_ledger_file`'s (a folder
+    on the way that is a file is named), with the folders this call made removed again."""
+    made: list[str] = []
+    try:
+        made = _make_folders(os.path.dirname(path))
+        sides = frozenset(s for s in (*SIDE_SUFFIXES, LEASES_SUFFIX) if os.path.lexists(path + s))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        for folder in made:  # (deepest first; one that holds anything stays)
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise _cannot_create(path, exc) from exc
+    try:
+        found = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return NewFile(path, (found.st_dev, found.st_ino), tuple(made), sides)
+
+
+#: the most folders one path may have made: more than SQLite's longest path (512 bytes)
+#: could hold (``os.makedirs`` hit the recursion limit past ~900, after making none)
+_MOST_FOLDERS = 256
+
+
+def _make_folders(folder: str) -> list[str]:
+    """Make each missing folder on the way to (and of) `folder`, one by one (named as
+    given: ``new/../x`` makes ``new`` and ``x``, as the kernel walks it); the ones this
+    call made, deepest first. As ``os.makedirs(folder, 0o700)`` (what main called): the
+    ledger's own folder 0700, those on the way 0777 less the umask. OSError naming a name
+    on the way that is no folder, or when more than :data:`_MOST_FOLDERS` are missing
+    (none is made)."""
+    missing: list[str] = []
+    while folder and not os.path.isdir(folder):
+        if os.path.lexists(folder):
+            raise _not_a_folder(folder)
+        if len(missing) == _MOST_FOLDERS:
+            raise OSError(errno.ENAMETOOLONG, "the path names too many folders", folder)
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    made: list[str] = []
+    for name in reversed(missing):
+        try:
+            os.mkdir(name, 0o700 if name == missing[0] else 0o777)
+        except FileExistsError:  # (made meanwhile by someone else: not ours)
+            if not os.path.isdir(name):
+                raise _not_a_folder(name) from None
+            continue
+        made.insert(0, name)
+    return made
+
+
+def _not_a_folder(name: str) -> OSError:
+    what = "is a file, not a folder" if os.path.isfile(name) else "is not a folder"
+    return NotADirectoryError(errno.ENOTDIR, f"{shown_path(name)} {what}", name)
 
 
 def create_private_file(path: str) -> None:
@@ -279,11 +388,7 @@ def create_private_file(path: str) -> None:
     a ledger whose first page is gone): before, such a path had its mode cut to the
     owner's (a directory too) and then failed as a "damaged" ledger.
     """
-    parent = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    except RecursionError:  # (makedirs recurses once per missing folder)
-        raise OSError(errno.ENAMETOOLONG, "the path names too many folders", parent) from None
+    _make_folders(os.path.dirname(path))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

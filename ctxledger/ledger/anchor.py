@@ -106,12 +106,9 @@ def _key(create: bool = True) -> bytes:
             raise NoKey from None
         raise
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process created it first
-        return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(secrets.token_bytes(_KEY_BYTES))
+    # (whole or not at all: a key file made empty and cut short before its write was
+    # refused as "no key" at every close; False: another process made it first)
+    _create(path, secrets.token_bytes(_KEY_BYTES))
     return _read_small(path, _KEY_FILE, _MOST_KEY_BYTES)
 
 
@@ -207,8 +204,14 @@ def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
     empty file of a truncate-then-write. (A symlinked anchor stays a link.)
     """
     path = Path(os.path.realpath(anchor_path(db)))
+    body = HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head))
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        except FileNotFoundError:  # the first anchor: appears whole, never empty
+            if _create(path, msgspec.json.encode(body)):
+                return True
+            continue  # (another closer made it first: lock and compare)
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO's read waited forever
             os.close(fd)
             raise NotAFile(errno.EINVAL, "not a regular file", str(path))
@@ -225,7 +228,6 @@ def advance_anchor(db: str | os.PathLike[str], seq: int, head: str) -> bool:
                     current = None
                 if current is not None and current.seq >= seq:
                     return False
-            body = HeadAnchor(seq=seq, hash=head, seal=_seal(seq, head))
             _replace(path, msgspec.json.encode(body))
         return True
 
@@ -240,22 +242,90 @@ def _still_at(fd: int, path: Path) -> bool:
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
-def _replace(path: Path, body: bytes) -> None:
-    """Write `body` to a temporary file beside `path` and rename it over `path`, keeping
-    the mode of the file it replaces (0600 for a new one); the folder is synced after."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+def _create(path: Path, body: bytes) -> bool:
+    """Make the file `path` holding `body` (0600), written beside it first and linked into
+    place (False: one is there already). It appears whole or not at all: an empty anchor
+    (the lock target an interrupted first seal left, which ``verify`` called tampered),
+    or an empty key file, never shows. Where the file system has no hard links (vfat,
+    SMB, some FUSE mounts), it is made in place as before (:func:`_create_in_place`)."""
+    temporary = _written_beside(path, body)
     try:
-        with contextlib.suppress(FileNotFoundError):
-            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
+        os.link(temporary, path)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        return _create_in_place(path, body)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    _sync_folder(path)
+    return True
+
+
+#: what ``link`` says where a file system has no hard links, or none across a mount
+_NO_HARD_LINKS = frozenset(
+    {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV}
+)
+
+
+def _create_in_place(path: Path, body: bytes) -> bool:
+    """Make `path` with ``O_EXCL`` (False: one is there already), write `body` and sync:
+    main's way. Cut short, the file made is removed again (an empty one stays only if the
+    removal fails too)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return False
+    made = os.fstat(fd)
+    try:
         with os.fdopen(fd, "wb") as out:
             out.write(body)
             out.flush()
             os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if os.path.samestat(made, os.lstat(path)):
+                os.unlink(path)
+        raise
+    _sync_folder(path)
+    return True
+
+
+def _replace(path: Path, body: bytes) -> None:
+    """Write `body` to a temporary file beside `path` and rename it over `path`, keeping
+    the mode of the file it replaces (0600 for a new one); the folder is synced after."""
+    temporary = _written_beside(path, body, keep_mode=True)
+    try:
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    _sync_folder(path)
+
+
+def _written_beside(path: Path, body: bytes, *, keep_mode: bool = False) -> str:
+    """A temporary file beside `path` holding `body`, synced (0600, or with `keep_mode`
+    the mode of the file at `path`); its name. Removed again if the write fails."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if keep_mode:
+                with contextlib.suppress(FileNotFoundError):
+                    os.fchmod(out.fileno(), stat.S_IMODE(os.stat(path).st_mode))
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return temporary
+
+
+def _sync_folder(path: Path) -> None:
     folder = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(folder)

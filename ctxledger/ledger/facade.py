@@ -63,7 +63,14 @@ from ctxledger.ledger.spec import (
 )
 from ctxledger.ledger.streamappend import append_streamed
 from ctxledger.limits import check_context_length, check_seq, check_text
-from ctxledger.messages import JSON, CallIdRepair, CallLedger, repair_call_ids, validate_messages
+from ctxledger.messages import (
+    JSON,
+    CallIdRepair,
+    CallLedger,
+    check_message_list,
+    repair_call_ids,
+    validate_messages,
+)
 from ctxledger.projections import (
     ChainsProjection,
     Lineage,
@@ -356,8 +363,7 @@ class Ledger:
         without them, so a result for a withdrawn call is refused.
         """
         self.live_session(session_id)
-        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
-            raise InvalidInput("messages must be a list of message objects")
+        check_message_list(messages)
         calls = self.call_ledger(session_id)
         if without:  # (not cached: the withdrawal is folded only if the append goes in)
             gone = set(without)

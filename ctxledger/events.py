@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import msgspec
 
@@ -221,6 +221,25 @@ class MessagePinned(Event, frozen=True, kw_only=True):
     pinned: bool = True
 
 
+#: why a reply was provisional: an ``incomplete`` response (its ``incomplete_details``
+#: reason when it gave a known one), or a refusal
+WithdrawReason = Literal["incomplete", "max_output_tokens", "content_filter", "refusal"]
+WITHDRAW_REASONS: tuple[str, ...] = get_args(WithdrawReason)
+
+
+class ReplyWithdrawn(Event, frozen=True, kw_only=True):
+    """The client went on without a provisional reply: its messages leave the live view.
+
+    The proxy records a reply the client may drop (a Responses answer left
+    ``incomplete``) as any other, marked provisional; when the next request holds the
+    history before it and new messages after it, this event (in the append of those
+    messages) takes it out of the session's live view. The messages stay in the log.
+    """
+
+    message_ids: list[str]
+    reason: WithdrawReason = "incomplete"
+
+
 # --- compaction --------------------------------------------------------------------
 
 
@@ -372,6 +391,7 @@ AnyEvent = (
     | ToolOutputPersisted
     | ToolCallIdsRepaired
     | MessagePinned
+    | ReplyWithdrawn
     | ToolResultsPruned
     | SummaryGenerated
     | SessionSwitched
@@ -382,30 +402,8 @@ AnyEvent = (
     | CooldownStarted
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__name__: cls
-    for cls in (
-        SessionStarted,
-        SessionEnded,
-        SystemPromptSet,
-        ToolsDeclared,
-        ModelSwitched,
-        ContextLimitLearned,
-        MessageAppended,
-        UsageReported,
-        ToolOutputPersisted,
-        ToolCallIdsRepaired,
-        MessagePinned,
-        ToolResultsPruned,
-        SummaryGenerated,
-        SessionSwitched,
-        CompressionSkipped,
-        CompressionChecked,
-        PressureWarning,
-        NoticeIssued,
-        CooldownStarted,
-    )
-}
+#: kind -> class, in the union's order (one list: the union above)
+EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in get_args(AnyEvent)}
 
 
 def schema_of(kind: str) -> int:

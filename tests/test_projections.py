@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
+import pytest
 from helpers.ledger_helpers import SMALL, compact_now, make_ledger, session_with_turns
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -14,7 +15,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ctxledger.compressor.markers import is_summary_message
 from ctxledger.compressor.summarizers.offline import OfflineSummarizer
 from ctxledger.demo.synth import SessionSynth
-from ctxledger.events import MessageAppended
+from ctxledger.errors import UnknownMessage
+from ctxledger.events import MessageAppended, ReplyWithdrawn
+from ctxledger.eventstore.base import AppendRequest
 from ctxledger.projections import Projector
 
 
@@ -86,6 +89,35 @@ class LedgerMachine(RuleBasedStateMachine):
         ids = self.ledger.transcript.live_ids(sid)
         if ids:
             self.ledger.pin(sid, ids[0])
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(pick=st.integers(0, 10), last=st.integers(1, 2))
+    def withdraw_last(self, pick: int, last: int) -> None:
+        """The proxy's withdrawal of a reply the client went on without (its last messages)."""
+        live = self._live()
+        sid = live[pick % len(live)]
+        ids = self.ledger.transcript.live_ids(sid)[-last:]
+        if ids:
+            event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
+            self.ledger.append([AppendRequest(sid, [event], self.ledger.version(sid))])
+            assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(pick=st.integers(0, 10), back=st.integers(2, 6), twice=st.booleans())
+    def withdraw_not_the_end(self, pick: int, back: int, twice: bool) -> None:
+        """Only the view's last messages can be withdrawn: a middle one (or the last one
+        named twice) is refused and nothing is appended."""
+        live = self._live()
+        sid = live[pick % len(live)]
+        ids = self.ledger.transcript.live_ids(sid)
+        if len(ids) < back and not (twice and ids):
+            return
+        named = [ids[-1], ids[-1]] if twice else [ids[-back]]
+        event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=named)
+        before = self.ledger.store.last_seq()
+        with pytest.raises(UnknownMessage, match="last messages"):
+            self.ledger.append([AppendRequest(sid, [event], self.ledger.version(sid))])
+        assert self.ledger.store.last_seq() == before
 
     @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), window=st.integers(8_000, 64_000))

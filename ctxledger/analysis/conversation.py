@@ -28,7 +28,7 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from ctxledger.ledger.facade import Ledger
-from ctxledger.projections.transcript import read_bodies
+from ctxledger.projections.transcript import grew_from, read_bodies
 
 #: branches recall follows up from a chain (each hop costs a compare of the copied
 #: prefix; a cycle or a deeper line stops there). The Hermes engine's compaction count
@@ -51,13 +51,17 @@ class _Point(NamedTuple):
     """How a branch's first session starts on its parent's view: the parent's view
     before the branch started (its ids, their seqs), the branch's first messages that
     are copies of as many of it (ids, seqs), and the branch's view length compared.
-    Compact: an id is the transcript's own string (a reference), a seq 8 bytes."""
+    Compact: an id is the transcript's own string (a reference), a seq 8 bytes. `last`
+    and `parent_at` (length, last id) say which views it was computed on: a withdrawn
+    reply shortens a view, and the point is computed again (:func:`grew_from`)."""
 
     theirs: tuple[str, ...]
     their_seqs: array[int]
     ours: tuple[str, ...]
     our_seqs: array[int]
     compared: int
+    last: str | None = None
+    parent_at: tuple[int, str | None] = (0, None)
 
     @property
     def final(self) -> bool:
@@ -174,6 +178,11 @@ def _branch_point(ledger: Ledger, key: tuple[str, str], walk: object) -> _Point:
     with _POINTS_LOCK:
         points = _POINTS.setdefault(ledger, _Points())
     cached = points.get(key, walk)
+    if cached is not None and not (
+        grew_from(transcript.session(branch).live, cached.compared, cached.last)
+        and grew_from(transcript.session(parent).live, *cached.parent_at)
+    ):
+        cached = None  # (a reply withdrawn from either view)
     if cached is not None and cached.final:  # (before the copy of the branch's whole view)
         return cached
     # a snapshot: the length compared must be the length read (another thread appending
@@ -183,7 +192,8 @@ def _branch_point(ledger: Ledger, key: tuple[str, str], walk: object) -> _Point:
         return cached
     stored = transcript.state.messages
     started = ledger.chains.lineage(branch).started_seq
-    theirs = [m for m in transcript.session(parent).live if m in stored and stored[m].seq < started]
+    parent_live = list(transcript.session(parent).live)
+    theirs = [m for m in parent_live if m in stored and stored[m].seq < started]
     ours = [m for m in live if m in stored]
     n = min(len(theirs), len(ours))
     bodies = zip(
@@ -198,6 +208,8 @@ def _branch_point(ledger: Ledger, key: tuple[str, str], walk: object) -> _Point:
         ours=tuple(ours[:same]),
         our_seqs=array("q", (stored[m].seq for m in ours[:same])),
         compared=len(live),
+        last=live[-1] if live else None,
+        parent_at=(len(parent_live), parent_live[-1] if parent_live else None),
     )
     points.put(key, point, walk)
     return point

@@ -25,6 +25,7 @@ from ctxledger.events import (
     MessagePinned,
     ModelSwitched,
     Recorded,
+    ReplyWithdrawn,
     SessionStarted,
     SessionSwitched,
     SummaryGenerated,
@@ -56,6 +57,10 @@ class AppendStep(_Step, frozen=True, kw_only=True):
     #: recorded right after the previous step's messages, nothing between them (a user
     #: message is cut into a step of its own; an every_call what-if joins them again)
     joined: bool = False
+    #: a reply the client went on without, withdrawn in the same append
+    #: (``ReplyWithdrawn``: its message ids and reason)
+    withdraw: list[str] = msgspec.field(default_factory=list)
+    withdraw_reason: str = "incomplete"
 
     @property
     def user_turn(self) -> bool:
@@ -370,6 +375,26 @@ class _Reader:
             self.steps.append(SystemStep(text=e.text, role=e.role, at=at))
         elif isinstance(e, UsageReported) and e.purpose == "agent":
             self._usage(rec, e)
+        elif isinstance(e, ReplyWithdrawn):
+            self._withdrawn(e)
+
+    def _withdrawn(self, e: ReplyWithdrawn) -> None:
+        """Attach a withdrawal to the step of the first message of its append: the
+        withdrawn messages ended the view, so that is the first message read after them
+        (a withdrawal is rare: the ids read are searched, not indexed)."""
+        order = list(self.ids)
+        last = e.message_ids[-1] if e.message_ids else None
+        at = order.index(last) + 1 if last in self.ids else len(order)
+        first = order[at] if at < len(order) else None
+        for i in range(len(self.steps) - 1, -1, -1):
+            step = self.steps[i]
+            if isinstance(step, AppendStep) and first in (step.message_ids or ()):
+                self.steps[i] = msgspec.structs.replace(
+                    step, withdraw=list(e.message_ids), withdraw_reason=e.reason
+                )
+                return
+        shown = ", ".join(e.message_ids)
+        self.notes.append(f"the withdrawal of {shown} was not replayed (the replay keeps it)")
 
     def _switched(self, e: SessionSwitched) -> None:
         if e.reason == "revert":

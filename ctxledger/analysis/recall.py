@@ -57,7 +57,7 @@ from ctxledger.eventstore.base import EventStore
 from ctxledger.integers import shown
 from ctxledger.ledger.facade import Ledger
 from ctxledger.messages import JSON, refusal_text
-from ctxledger.projections.transcript import read_bodies
+from ctxledger.projections.transcript import grew_from, read_bodies
 from ctxledger.tokens import message_text
 
 #: bump to rebuild every index built by an older layout (2: a refusal's text is indexed)
@@ -156,7 +156,7 @@ class SearchIndex:
         self._lock = threading.Lock()
         self._closed = False
         self._roots: dict[str, str] = {}
-        self._live: dict[str, tuple[int, set[str]]] = {}
+        self._live: dict[str, tuple[int, str | None, set[str]]] = {}
         try:
             self._create()
             self._roots = {
@@ -359,13 +359,14 @@ class SearchIndex:
     # --- queries --------------------------------------------------------------------
 
     def live_ids(self, ledger: Ledger, tip: str) -> set[str]:
-        """The tip's live message ids, kept up to date incrementally (a live list only grows)."""
+        """The tip's live message ids, kept up to date incrementally (read again after a
+        withdrawn reply shortened the view: :func:`grew_from`)."""
         live = ledger.transcript.session(tip).live
-        n, ids = self._live.get(tip, (0, set()))
-        if n > len(live):
+        n, last, ids = self._live.get(tip, (0, None, set()))
+        if not grew_from(live, n, last):
             n, ids = 0, set()
         ids.update(live[n:])
-        self._live[tip] = (len(live), ids)
+        self._live[tip] = (len(live), live[-1] if live else None, ids)
         return ids
 
     def snippets(self, match: str, rowids: list[int]) -> dict[int, str]:

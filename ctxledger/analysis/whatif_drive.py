@@ -227,11 +227,30 @@ class _Driver:
             if reply.messages:
                 await self._write(reply)
 
+    def _withdrawable(self, ids: list[str]) -> list[str]:
+        """`ids` when they still end the what-if's view (else a note: a compaction of the
+        what-if took them into a summary or a continuation, and the view keeps it)."""
+        if not ids:
+            return []
+        live = self.svc.ledger.transcript.session(self.svc.tip(self.sid)).live
+        if live[max(0, len(live) - len(ids)) :] == ids:
+            return ids
+        shown = ", ".join(ids)
+        self.notes.append(
+            f"turn {self.turn}: the withdrawal of {shown} was not replayed "
+            "(the what-if's view no longer ends with it)"
+        )
+        return []
+
     async def _write(self, step: AppendStep) -> None:
         if self.ids is not None and step.message_ids is not None:
             self.ids.preset(step.message_ids)
         try:
-            self.sid = (await self.svc.append(self.sid, step.messages)).session_id
+            withdraw = self._withdrawable(step.withdraw)
+            result = await self.svc.append(
+                self.sid, step.messages, withdraw=withdraw, withdraw_reason=step.withdraw_reason
+            )
+            self.sid = result.session_id
         except InvalidInput as exc:
             self.notes.append(f"turn {self.turn}: an append was skipped: {exc}")
         finally:

@@ -85,6 +85,8 @@ def _part(step: AppendStep, start: int, end: int) -> AppendStep:
         messages=step.messages[start:end],
         message_ids=None if ids is None else ids[start:end],
         at=step.at,
+        withdraw=step.withdraw if start == 0 else [],  # (with the append's first message)
+        withdraw_reason=step.withdraw_reason,
     )
 
 

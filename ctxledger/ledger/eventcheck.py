@@ -24,6 +24,7 @@ from ctxledger.errors import InvalidInput, UnknownMessage, UnknownSession
 from ctxledger.events import (
     MessageAppended,
     MessagePinned,
+    ReplyWithdrawn,
     SessionStarted,
     SessionSwitched,
     ToolOutputPersisted,
@@ -132,9 +133,33 @@ def check_references(
         batch = incoming.get(request.stream, set())
         batch = batch | {e.message_id for e in events if isinstance(e, MessageAppended)}
         for e in events:
-            if not isinstance(e, ToolOutputPersisted | MessagePinned) or e.message_id in batch:
+            if isinstance(e, ReplyWithdrawn):
+                _check_withdrawal(e.message_ids, view, request.stream)
                 continue
-            if view is None or e.message_id not in view.live:
-                raise UnknownMessage(
-                    f"message {shown(e.message_id)} is not in the live view of {shown(request.stream)}"
-                )
+            if isinstance(e, ToolOutputPersisted | MessagePinned):
+                named = [] if e.message_id in batch else [e.message_id]
+            else:
+                continue
+            for mid in named:
+                if view is None or mid not in view.live:
+                    raise UnknownMessage(
+                        f"message {shown(mid)} is not in the live view of {shown(request.stream)}"
+                    )
+
+
+def _check_withdrawal(ids: Sequence[str], view: SessionView | None, stream: str) -> None:
+    """A withdrawal names, once each and in order, the messages that end the session's
+    live view (a reply the client went on without): folds and the caches keyed on a
+    view's length and last id (:func:`~ctxledger.projections.stored.grew_from`) rely on
+    a view losing only its end."""
+    live = view.live if view is not None else []
+    if ids and len(set(ids)) == len(ids) and live[max(0, len(live) - len(ids)) :] == list(ids):
+        return
+    for mid in ids:
+        if mid not in live:
+            raise UnknownMessage(f"message {shown(mid)} is not in the live view of {shown(stream)}")
+    got = ", ".join(shown(mid) for mid in ids) or "none"
+    raise UnknownMessage(
+        f"a withdrawal names the last messages of the live view of {shown(stream)}, "
+        f"once each and in order (got {got}); nothing was appended"
+    )

@@ -33,6 +33,7 @@ from ctxledger.events import (
     ModelSwitched,
     NoticeIssued,
     PressureWarning,
+    ReplyWithdrawn,
     SessionReason,
     ToolCallIdsRepaired,
     UsageReported,
@@ -78,6 +79,7 @@ from ctxledger.projections import (
     SessionView,
     TranscriptProjection,
 )
+from ctxledger.projections.stored import grew_from
 from ctxledger.tokens import DEFAULT_ENCODING, count_messages
 from ctxledger.usage import NO_USAGE, check_usage_report, normalize_usage
 
@@ -88,6 +90,7 @@ DECISION_EVENTS = (
     CooldownStarted,
     NoticeIssued,
     PressureWarning,
+    ReplyWithdrawn,
 )
 
 
@@ -113,7 +116,7 @@ class Ledger:
         self.ids = ids
         self.config = checked_config(config) or CompressionConfig()
         self.projector = projector or Projector.rebuild(store)
-        self._calls: dict[str, tuple[int, CallLedger]] = {}
+        self._calls: dict[str, tuple[int, str | None, CallLedger]] = {}
         # the store's change token and the projector's position at the last fold
         self._seen: tuple[object, int] | None = None
         #: whether this ledger appended anything (its close then seals the head anchor)
@@ -331,30 +334,42 @@ class Ledger:
     def call_ledger(self, session_id: str) -> CallLedger:
         """Tool calls issued and answered in the session's live view (cached).
 
-        A session's live list only ever grows (a compaction starts a new session), so
-        the cache is keyed by how many live messages it has folded and catches up on
-        the new ones: an append costs O(new messages), not a rescan of the session.
+        A session's live list grows (a compaction starts a new session), so the cache is
+        keyed by how many live messages it has folded and the last of them, and catches
+        up on the new ones: an append costs O(new messages), not a rescan of the session.
+        A withdrawn reply (:class:`~ctxledger.events.ReplyWithdrawn`) shortens the list:
+        then the view is folded again (:func:`~ctxledger.projections.stored.grew_from`).
         """
         live = self.transcript.session(session_id).live
-        n, ledger = self._calls.get(session_id) or (0, CallLedger())
-        if n > len(live):  # cannot happen for one session id; rebuild rather than trust it
+        n, last, ledger = self._calls.get(session_id) or (0, None, CallLedger())
+        if not grew_from(live, n, last):
             n, ledger = 0, CallLedger()
         # repaired re-used ids (replacement -> original) let a late result find its call
         ledger.fold(self.transcript.messages_of(live[n:]), self.transcript.state.call_renames)
-        self._calls[session_id] = (len(live), ledger)
+        self._calls[session_id] = (len(live), live[-1] if live else None, ledger)
         return ledger
 
     def check_messages(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]]
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        without: Sequence[str] = (),
     ) -> tuple[list[JSON], list[CallIdRepair]]:
         """The one validation policy: repair re-used tool-call ids, then validate (pure).
 
         Returns the messages as they will be stored and the repairs made; raises
-        InvalidMessage naming the first problem that is not a re-used id.
+        InvalidMessage naming the first problem that is not a re-used id. `without`: ids
+        the same append withdraws (a ``ReplyWithdrawn``): checked against the view
+        without them, so a result for a withdrawn call is refused.
         """
         self.live_session(session_id)
         check_message_list(messages)
         calls = self.call_ledger(session_id)
+        if without:  # (not cached: the withdrawal is folded only if the append goes in)
+            gone = set(without)
+            kept = [mid for mid in self.transcript.session(session_id).live if mid not in gone]
+            calls = CallLedger()
+            calls.fold(self.transcript.messages_of(kept), self.transcript.state.call_renames)
         repaired, repairs = repair_call_ids(list(messages), calls, lambda i, j: self.ids("call"))
         return validate_messages(repaired, calls), repairs
 
@@ -390,7 +405,9 @@ class Ledger:
         already made with :meth:`check_messages` on these messages.
         """
         view = self.live_session(session_id)
-        validated, repaired = self.check_messages(session_id, messages)
+        extra_events = listed(extra_events, "extra_events")
+        without = [m for e in extra_events if isinstance(e, ReplyWithdrawn) for m in e.message_ids]
+        validated, repaired = self.check_messages(session_id, messages, without)
         repairs = [*listed(repairs, "repairs", CallIdRepair), *repaired]
         counts = count_messages(validated, view.encoding) if validated else []
         events: list[Event] = []
@@ -413,7 +430,7 @@ class Ledger:
             )
         if repairs:
             events.append(self.repair_event(session_id, repairs, ids))
-        events.extend(listed(extra_events, "extra_events"))
+        events.extend(extra_events)
         if events:
             self.append([AppendRequest(session_id, events, self.version(session_id))], blobs)
         return ids

@@ -7,7 +7,7 @@ row folds (:mod:`ctxledger.projections.rowfold`) can build them without an impor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
@@ -20,6 +20,7 @@ __all__ = [
     "SessionView",
     "StoredMessage",
     "TranscriptState",
+    "grew_from",
     "load_bodies",
     "read_bodies",
     "with_bodies",
@@ -57,6 +58,18 @@ class SessionView(msgspec.Struct, kw_only=True):
     def system_role(self) -> SystemRole:
         """The role the system prompt is given back in: ``system`` or ``developer``."""
         return role_of(self.prompt_role)
+
+
+def grew_from(live: Sequence[str], seen: int, last: str | None) -> bool:
+    """Whether `live` still starts with the `seen` ids a cache folded, `last` the final one.
+
+    A live list grows by appends, but a :class:`~ctxledger.events.ReplyWithdrawn` takes
+    ids off its end, after which appends may bring it back to the same length: a cache
+    keyed on (length, last id) catches up on ``live[seen:]`` only when this holds and
+    reads the view again otherwise. Exact while withdrawals take only the view's last ids
+    (:func:`ctxledger.ledger.eventcheck.check_references`) and ids are never reused.
+    """
+    return seen <= len(live) and (seen == 0 or live[seen - 1] == last)
 
 
 class StoredMessage(msgspec.Struct, kw_only=True, gc=False):

@@ -27,6 +27,7 @@ from ctxledger.events import (
     MessageAppended,
     MessagePinned,
     ModelSwitched,
+    ReplyWithdrawn,
     SessionEnded,
     SessionStarted,
     SessionSwitched,
@@ -45,6 +46,7 @@ from ctxledger.projections.stored import (
     SessionView,
     StoredMessage,
     TranscriptState,
+    grew_from,
     load_bodies,
     read_bodies,
     with_bodies,
@@ -55,6 +57,7 @@ __all__ = [
     "StoredMessage",
     "TranscriptProjection",
     "TranscriptState",
+    "grew_from",
     "load_bodies",
     "read_bodies",
     "with_bodies",
@@ -88,6 +91,7 @@ class TranscriptProjection:
             ContextLimitLearned: self._limit,
             MessagePinned: self._pinned,
             ToolCallIdsRepaired: self._repaired,
+            ReplyWithdrawn: self._withdrawn,
         }
 
     # --- folding -------------------------------------------------------------------
@@ -268,6 +272,18 @@ class TranscriptProjection:
         for entry in e.repairs:
             if entry.call_index is not None:
                 self.state.call_renames[entry.replacement] = entry.original
+
+    def _withdrawn(self, seq: int, e: Event) -> None:
+        """The messages leave the live view (and the pins); ``messages`` keeps them."""
+        assert isinstance(e, ReplyWithdrawn)
+        view = self.state.sessions[e.session_id]
+        gone = set(e.message_ids) & set(view.live)
+        if not gone:
+            return
+        view.live = [mid for mid in view.live if mid not in gone]
+        view.live_tokens -= sum(self.tokens_of(mid) for mid in gone)
+        view.pinned = [mid for mid in view.pinned if mid not in gone]
+        self._api.pop(e.session_id, None)  # (its rough sum goes with the list)
 
     def _pinned(self, seq: int, e: Event) -> None:
         assert isinstance(e, MessagePinned)

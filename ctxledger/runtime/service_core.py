@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -29,9 +29,12 @@ from ctxledger.errors import (
     UnknownBlob,
 )
 from ctxledger.events import (
+    WITHDRAW_REASONS,
     Event,
+    ReplyWithdrawn,
     SessionReason,
     ToolOutputPersisted,
+    WithdrawReason,
 )
 from ctxledger.integers import shown as quoted
 from ctxledger.ledger.facade import Ledger
@@ -272,6 +275,8 @@ class ServiceCore:
         expected_version: int | None = None,
         ids: Callable[[], IdGenerator] | None = None,
         system_role: str | None = None,
+        withdraw: Sequence[str] = (),
+        withdraw_reason: str = "incomplete",
     ) -> TurnResult:
         """Append messages to the session's tip, all or nothing; oversized tool outputs are
         stored out of the context in the same atomic append (HERMES_SPEC §6).
@@ -283,14 +288,22 @@ class ServiceCore:
         call ids; the state API's ``Idempotency-Key`` derives them from the key).
         `system_role` (``system`` or ``developer``): the session's prompt is recorded in
         that role in the same append when it holds it in the other (None: as held).
+        `withdraw`: ids of a reply ending the tip's live view that the caller went on
+        without (the proxy's provisional replies): a ``ReplyWithdrawn`` in the same append,
+        saying `withdraw_reason`.
         """
         check_message_list(messages)
         batch = list(messages)
         role = None if system_role is None else check_system_role(system_role)
+        if withdraw and withdraw_reason not in WITHDRAW_REASONS:
+            known = ", ".join(WITHDRAW_REASONS)
+            raise InvalidInput(f"withdraw_reason must be one of {known}")
         if expected_version is None:
             sid, (message_ids, planned, repairs) = self._on_tip(
                 session_id,
-                lambda tip: self._with_ids(ids, lambda: self._append_to(tip, batch, role)),
+                lambda tip: self._with_ids(
+                    ids, lambda: self._append_to(tip, batch, role, (withdraw, withdraw_reason))
+                ),
             )
         else:
             if not is_int(expected_version) or expected_version < 0:
@@ -305,7 +318,7 @@ class ServiceCore:
                 )
             # the store re-checks the version the projection read (== expected) atomically
             message_ids, planned, repairs = self._with_ids(
-                ids, lambda: self._append_to(sid, batch, role)
+                ids, lambda: self._append_to(sid, batch, role, (withdraw, withdraw_reason))
             )
         notices = append_notices([(p.tool_call_id, p.chars, p.ref) for p in planned], repairs)
         return TurnResult(session_id=sid, message_ids=message_ids, notices=notices)
@@ -323,16 +336,29 @@ class ServiceCore:
             self.ledger.ids = kept
 
     def _append_to(
-        self, sid: str, batch: list[Any], role: str | None = None
+        self,
+        sid: str,
+        batch: list[Any],
+        role: str | None = None,
+        withdraw: tuple[Sequence[str], str] = ((), ""),
     ) -> tuple[list[str], list[PlannedOutput], list[CallIdRepair]]:
         """Check against the session's calls (re-used tool-call ids are repaired, as every
         entry point does), plan the tool-output budget, append atomically (with the
         prompt's change to `role`, if any)."""
-        validated, repairs = self.ledger.check_messages(sid, batch)
+        validated, repairs = self.ledger.check_messages(sid, batch, withdraw[0])
         json_safe(validated, "messages")
         budget = ToolBudget.for_window(self.ledger.transcript.session(sid).context_length)
         planned, blobs = plan_outputs(self.ledger.transcript, sid, validated, budget)
         extra: list[Event] = [*role_change(self.ledger, sid, role)]
+        if withdraw[0]:  # (ids, reason)
+            fields = self.ledger.event_fields(sid)
+            extra.append(
+                ReplyWithdrawn(  # (the reason was checked by append)
+                    **fields,
+                    message_ids=list(withdraw[0]),
+                    reason=cast(WithdrawReason, withdraw[1]),
+                )
+            )
         ids = self._append_planned(sid, validated, planned, blobs, repairs, extra)
         return ids, planned, repairs
 

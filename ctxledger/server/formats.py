@@ -29,11 +29,11 @@ from ctxledger.server.upstream_reply import (
     check_openai_message,
     decode_event,
     index_of,
+    marked_if_cut,
     need_object,
     optional_list,
     optional_object,
     optional_str,
-    unless_cut_in_a_call,
     usage_block,
 )
 
@@ -275,7 +275,7 @@ def openai_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
         return None, usage
     choice = need_object(body["choices"][0], "choices[0]")
     message = check_openai_message(choice.get("message"), "choices[0].message")
-    return unless_cut_in_a_call(openai_reply(message), choice.get("finish_reason")), usage
+    return marked_if_cut(openai_reply(message), choice.get("finish_reason")), usage
 
 
 @dataclass
@@ -353,7 +353,7 @@ class OpenAIStream:
                 "audio": {"id": self.audio},
             }
         )
-        return unless_cut_in_a_call(whole, self.finish_reason)
+        return marked_if_cut(whole, self.finish_reason)
 
 
 # --------------------------------------------------------------------------- Anthropic
@@ -494,7 +494,7 @@ def anthropic_json_reply(data: Any) -> tuple[JSONDict | None, JSONDict | None]:
             got = kind_of(block["input"])
             raise BadUpstreamReply(f"content[{i}].input of a tool_use must be an object, got {got}")
     try:
-        return unless_cut_in_a_call(anthropic_reply(content), body.get("stop_reason")), usage
+        return marked_if_cut(anthropic_reply(content), body.get("stop_reason")), usage
     except InvalidInput as exc:
         raise BadUpstreamReply(str(exc)) from None
 
@@ -573,7 +573,7 @@ class AnthropicStream:
             {k: v for k, v in b.items() if v is not None} for _, b in sorted(self.blocks.items())
         ]
         try:
-            return unless_cut_in_a_call(anthropic_reply(blocks), self.stop_reason)
+            return marked_if_cut(anthropic_reply(blocks), self.stop_reason)
         except InvalidInput as exc:
             raise BadUpstreamReply(str(exc)) from None
 

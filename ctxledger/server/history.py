@@ -31,13 +31,20 @@ from typing import Any
 
 import msgspec
 
+from ctxledger.events import WITHDRAW_REASONS
 from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
 from ctxledger.limits import too_deep
 from ctxledger.messages import audio_reference, refusal_text
-from ctxledger.projections.transcript import load_bodies
+from ctxledger.projections.transcript import grew_from, load_bodies
 
 Key = tuple[Any, ...]
+
+#: the extra key of a recorded reply the client may go on without (a Responses answer
+#: left ``incomplete``: the Agents SDK fails its run on one), holding why; stored (never
+#: sent: the Responses face rebuilds items from their stubs), never a client's to set. A next request holding the history before it and new messages
+#: after it withdraws it (:meth:`HistoryIndex.superseded`) instead of branching.
+PROVISIONAL = "ctxledger_provisional"
 
 
 def _part_key(part: Any) -> Any:
@@ -108,6 +115,26 @@ def _content_and_refusal(message: Mapping[str, Any]) -> tuple[Any, str | None]:
         content = [p for p in content if not _is_refusal_part(p)]
         refusal = refusal or said or None
     return content, refusal
+
+
+def _replaces(message: Any) -> bool:
+    """Whether the client puts a reply of its own where the provisional one was (another
+    choice, an edit): that is an edited history, a branch, not a reply gone without."""
+    return not isinstance(message, Mapping) or message.get("role") == "assistant"
+
+
+def provisional(message: Mapping[str, Any]) -> str | None:
+    """Why a recorded reply is one a client may go on without, else None: its
+    :data:`PROVISIONAL` mark (a Responses answer left ``incomplete``), or ``refusal`` for
+    an assistant message that refuses and asks for nothing (the Agents SDK fails its run
+    on a refusal; a chat client that keeps one sends it back). A refusal is told from the
+    message itself, which is stored as it came."""
+    mark = message.get(PROVISIONAL)
+    if mark is not None:
+        return mark if mark in WITHDRAW_REASONS else "incomplete"
+    if message.get("role") != "assistant" or message.get("tool_calls"):
+        return None
+    return "refusal" if _content_and_refusal(message)[1] is not None else None
 
 
 def same_message(
@@ -287,6 +314,16 @@ def stable_key(system_prompt: str | None, messages: Sequence[Mapping[str, Any]])
 
 
 @dataclass(frozen=True)
+class Superseded:
+    """A line whose last reply, provisional, the client went on without."""
+
+    session_id: str  # the tip, whose live view ends with the reply
+    suffix_start: int  # index in the client's list where its new messages begin
+    withdrawn: list[str]  # the reply's message ids
+    reason: str = "incomplete"  # why it was provisional (:func:`provisional`)
+
+
+@dataclass(frozen=True)
 class Match:
     """Where a request lands: the line's tip and the messages it adds (or a branch to make)."""
 
@@ -301,14 +338,15 @@ class HistoryIndex:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        #: session id -> (live messages examined, the messages appended to it, as appended)
-        self._appended: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
+        #: session id -> (live messages examined, the messages appended to it, as appended,
+        #: the last id examined: a view that lost its last messages is read again)
+        self._appended: dict[str, tuple[int, list[Mapping[str, Any]], str | None]] = {}
 
     def session_messages(self, session_id: str) -> list[Mapping[str, Any]]:
         """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
         live = self.ledger.transcript.session(session_id).live
-        seen, appended = self._appended.get(session_id) or (0, [])
-        if seen > len(live):
+        seen, appended, last = self._appended.get(session_id) or (0, [], None)
+        if not grew_from(live, seen, last):  # (a reply withdrawn)
             seen, appended = 0, []
         messages = self.ledger.transcript.state.messages
         own = [
@@ -320,7 +358,7 @@ class HistoryIndex:
         ]
         load_bodies(own)  # bodies a rebuild left in the log: one batch
         appended.extend(stored.message for stored in own)
-        self._appended[session_id] = (len(live), appended)
+        self._appended[session_id] = (len(live), appended, live[-1] if live else None)
         return appended
 
     def line_messages(self, line_root: str) -> list[Mapping[str, Any]]:
@@ -379,6 +417,56 @@ class HistoryIndex:
             common=max(closest[0], 0),
         )
 
+    def superseded(
+        self, family_root: str, client: Sequence[Any], system_prompt: str | None
+    ) -> Superseded | None:
+        """The line (the longest, if several) whose recorded history ends with a
+        provisional reply (:func:`provisional`) still last in its tip's live view, when the
+        client's list holds the history before that reply and more after it (not a reply
+        of its own in its place), else None."""
+        best: Superseded | None = None
+        renames = self.ledger.transcript.state.call_renames
+        for line in self.lines(family_root):
+            if self.ledger.transcript.session(line).system_prompt != system_prompt:
+                continue
+            recorded = self.line_messages(line)
+            start = len(recorded)
+            while start and provisional(recorded[start - 1]) is not None:
+                start -= 1
+            if start == len(recorded) or len(client) <= start or _replaces(client[start]):
+                continue
+            if _answers_calls_of(client[start:], recorded[start:]):
+                continue  # (it sends back what only the reply asked for: a branch)
+            if best is not None and start <= best.suffix_start:
+                continue
+            if self.common_prefix(recorded[:start], client, renames) != start:
+                continue
+            tip = self.ledger.tip(line)
+            ids = self._last_live(tip, recorded[start:])
+            if ids is not None:
+                why = provisional(recorded[start]) or "incomplete"
+                best = Superseded(session_id=tip, suffix_start=start, withdrawn=ids, reason=why)
+        return best
+
+    def _last_live(self, tip: str, reply: Sequence[Mapping[str, Any]]) -> list[str] | None:
+        """The ids of `reply`'s messages when they end the tip's live view and were
+        appended to the tip itself, else None. A reply a compaction carried into a
+        continuation stays in the ended session's view, where the line's history is
+        read: withdrawn from the tip only, the next request would branch anyway."""
+        live = self.ledger.transcript.session(tip).live
+        if len(live) < len(reply):
+            return None
+        ids = live[len(live) - len(reply) :]
+        stored = self.ledger.transcript.state.messages
+        same = all(
+            (m := stored.get(mid)) is not None
+            and m.session_id == tip
+            and m.origin == "appended"
+            and m.message == want
+            for mid, want in zip(ids, reply, strict=True)
+        )
+        return ids if same else None
+
     def answered(
         self, family_root: str, client: Sequence[Any], system_prompt: str | None
     ) -> str | None:
@@ -402,12 +490,37 @@ class HistoryIndex:
         return None
 
 
+def _answers_calls_of(messages: Sequence[Any], reply: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether `messages` hold a tool result for a call one of `reply`'s messages made."""
+    calls = {
+        call.get("id")
+        for m in reply
+        for call in (m.get("tool_calls") or ())
+        if isinstance(call, Mapping)
+    }
+    calls.discard(None)
+    for m in messages:
+        if not isinstance(m, Mapping):
+            continue
+        if m.get("role") == "tool" and m.get("tool_call_id") in calls:
+            return True
+        content = m.get("content")
+        if isinstance(content, list) and any(  # (a result block in a user message)
+            isinstance(b, Mapping) and b.get("tool_use_id") in calls for b in content
+        ):
+            return True
+    return False
+
+
 __all__ = [
+    "PROVISIONAL",
     "HistoryIndex",
     "Key",
     "Match",
+    "Superseded",
     "content_key",
     "message_key",
+    "provisional",
     "same_message",
     "stable_key",
     "strip_cache_markers",

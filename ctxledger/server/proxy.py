@@ -26,7 +26,9 @@ this process's semaphore and the event store's lease ``proxy:<family>``
 answered (the line's last message is the reply to it: a duplicate sent at the same
 time, or a retry) is a *repeat*: it is answered from the view before that reply and
 nothing of it is recorded; the ledger keeps the first answer, and a client that
-continues from the other one branches at its next turn.
+continues from the other one branches at its next turn. A request that drops the line's
+last reply when the proxy recorded it as provisional (:data:`~ctxledger.server.history.PROVISIONAL`)
+goes on in the session instead, the reply withdrawn (``ReplyWithdrawn``) in the append.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from ctxledger.server.clientgone import cancel_on_disconnect, while_connected
 from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
-from ctxledger.server.history import Match
+from ctxledger.server.history import PROVISIONAL, Match
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
@@ -65,6 +67,7 @@ from ctxledger.server.routing import (
 )
 from ctxledger.server.upstream_reply import (
     BAD_REPLY,
+    CUT_IN_A_CALL,
     MAX_REPLY_BYTES,
     UPSTREAM_ENCODING,
     BadUpstreamReply,
@@ -112,18 +115,20 @@ class Turn:
         """`forwarded`: the client's headers the upstream gets, checked once at arrival
         (:func:`forwarded_headers`); every attempt sends the same."""
         self.state, self.api, self.request, self.body, self.turn = state, api, request, body, turn
-        turn.messages = [kept_empty(m) if isinstance(m, dict) else m for m in turn.messages]
+        turn.messages = [_from_client(m) for m in turn.messages]
         self.headers = {**forwarded, "content-type": "application/json", **UPSTREAM_ENCODING}
         self.svc = state.service
         self.session_id = ""
         self.notices: list[str] = []
         self.repeat = False  # the ledger already answered this exact history: record nothing
+        self.withdraw_reason = "incomplete"  # why a reply the client dropped was provisional
 
     async def record_request(self, family: str, context_length: int) -> None:
         """Append the new suffix (or start the session / a branch), then preflight."""
         svc, turn, ledger = self.svc, self.turn, self.state.ledger
         ledger.refresh()
         suffix, role = turn.messages, None
+        withdraw: list[str] = []
         if family not in ledger.chains.state.sessions:
             check_new_batch(suffix)  # (before it is started: a bad list appends nothing)
             sid = await svc.start_session(
@@ -147,21 +152,8 @@ class Turn:
                 self.notices.append(f"session {answered} already answered this history")
                 return
             if match.branch:
-                check_new_batch(suffix)
-                parent = ledger.transcript.session(sid)
-                sid = await svc.start_session(
-                    model=turn.model,
-                    context_length=parent.context_length,
-                    system_prompt=turn.system_prompt,
-                    system_role=turn.system_role or "system",
-                    tools=turn.tools or None,
-                    parent_session_id=sid,
-                    reason="branch",
-                    title=f"proxy branch of {family}",
-                    loop="every_call",
-                )
-                self.notices.append(
-                    f"history diverges from the ledger after {match.common} messages: branched as {sid}"
+                sid, suffix, withdraw = await self._off_the_line(
+                    family, match, suffix, system_prompt
                 )
             else:
                 suffix = suffix[match.suffix_start :]
@@ -169,10 +161,44 @@ class Turn:
                 # when the line holds it in the other (``role_change``); none sent: as held
                 role = self.turn.system_role if system_prompt is not None else None
         if suffix or role:  # the role with the suffix: a refused suffix records neither
-            sid = (await svc.append(sid, suffix, system_role=role)).session_id
+            why = self.withdraw_reason
+            sid = (
+                await svc.append(
+                    sid, suffix, system_role=role, withdraw=withdraw, withdraw_reason=why
+                )
+            ).session_id
         result = await svc.preflight(sid)
         self.session_id = result.session_id
         self.notices += result.notices
+
+    async def _off_the_line(
+        self, family: str, match: Match, client: list[Any], system_prompt: str | None
+    ) -> tuple[str, list[Any], list[str]]:
+        """Where a request no line holds goes: on from the history before a provisional
+        reply the client went on without (the reply withdrawn in the append), else a new
+        branch. The session, the messages to append, the ids to withdraw."""
+        gone = self.state.history.superseded(family, client, system_prompt)
+        if gone is not None:
+            self.notices.append(f"the client went on without reply {', '.join(gone.withdrawn)}")
+            self.withdraw_reason = gone.reason
+            return gone.session_id, client[gone.suffix_start :], gone.withdrawn
+        check_new_batch(client)
+        turn, parent = self.turn, self.state.ledger.transcript.session(match.session_id)
+        sid = await self.svc.start_session(
+            model=turn.model,
+            context_length=parent.context_length,
+            system_prompt=turn.system_prompt,
+            system_role=turn.system_role or "system",
+            tools=turn.tools or None,
+            parent_session_id=match.session_id,
+            reason="branch",
+            title=f"proxy branch of {family}",
+            loop="every_call",
+        )
+        self.notices.append(
+            f"history diverges from the ledger after {match.common} messages: branched as {sid}"
+        )
+        return sid, client, []
 
     def _match(self, family: str) -> tuple[Match, list[Any], str | None]:
         """Where the request lands, with the messages and system prompt it is matched
@@ -276,13 +302,14 @@ class Turn:
         if self.repeat:
             log.info("session %s: a repeated turn's reply is not recorded", self.session_id)
             return
+        replies = [] if not reply else reply if isinstance(reply, list) else [reply]
+        cut = any(m.get(CUT_IN_A_CALL) for m in replies)
         empty = isinstance(reply, dict) and says_nothing(reply)
-        if empty:
-            log.info("session %s: an empty reply is not recorded", self.session_id)
-            reply = None
         # the client has its answer either way; the log says why the ledger lacks it
-        if reply:
-            replies = reply if isinstance(reply, list) else [reply]
+        if cut or empty:
+            why = "cut inside its tool calls" if cut else "empty"
+            log.info("session %s: a reply %s is not recorded", self.session_id, why)
+        elif replies:
             try:
                 self.session_id = (await self.svc.append(self.session_id, replies)).session_id
             except CtxLedgerError as exc:
@@ -291,9 +318,9 @@ class Turn:
                 )
                 return
         if usage:
-            # a final answer leaves the in-loop check to the next request's preflight (Hermes)
-            # (an empty reply, not recorded, asked for nothing: no in-loop compaction)
-            asked = (False if empty else None) if not reply else any(map(asks_for_tools, replies))
+            # a final answer leaves the in-loop check to the next request's preflight
+            # (Hermes); a reply cut in its calls asked for them, an empty one for nothing
+            asked = any(map(asks_for_tools, replies)) if replies else None
             try:
                 result = await self.svc.report_usage(
                     self.session_id, usage, model=self.turn.model, tool_calls=asked
@@ -480,6 +507,15 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     finally:
         if not handed_over:
             release()
+
+
+def _from_client(message: Any) -> Any:
+    """A client's message as the turn reads it: an empty assistant reply as ``content: ""``
+    (:func:`kept_empty`), without the proxy's own :data:`PROVISIONAL` mark."""
+    if not isinstance(message, dict):
+        return message
+    message.pop(PROVISIONAL, None)
+    return kept_empty(message)
 
 
 def _left_before_the_answer(t: Turn) -> Response:

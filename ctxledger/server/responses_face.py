@@ -15,6 +15,10 @@ Responses API may report an overflow inside a 200 stream (``response.failed`` wi
 before answering, and such a failure is recovered from like the HTTP error it stands
 for (compact and retry); if it persists, the client gets it as a 400 JSON error.
 
+Any other ``incomplete`` response is recorded marked provisional
+(:data:`~ctxledger.server.history.PROVISIONAL`): a next request that went on without it
+withdraws it instead of branching (the Agents SDK fails its run on one).
+
 ``previous_response_id`` is honoured for responses this proxy recorded itself: each
 recorded reply carries its response id (``responses_response_id``, an extra key that is
 stored but never sent), so the request is completed with the recorded line up to that
@@ -39,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ctxledger.errors import InvalidInput
+from ctxledger.events import WITHDRAW_REASONS
 from ctxledger.importers.common import text_of_parts
 from ctxledger.importers.responses import items_to_messages, messages_to_items
 from ctxledger.integers import shown
@@ -55,11 +60,12 @@ from ctxledger.server.formats import (
     _model,
     _tools,
 )
-from ctxledger.server.history import strip_cache_markers
+from ctxledger.server.history import PROVISIONAL, strip_cache_markers
 from ctxledger.server.proxy import SESSION_HEADER, proxy_handler
 from ctxledger.server.proxyfaces import Api
 from ctxledger.server.routing import Endpoint
 from ctxledger.server.upstream_reply import (
+    CUT_IN_A_CALL,
     BadUpstreamReply,
     decode_event,
     index_of,
@@ -219,17 +225,34 @@ def _reply(output: Any, response_id: Any = None) -> list[JSONDict] | None:
     return messages or None
 
 
-def _unless_cut(
+def _marked_if_cut(
     reply: list[JSONDict] | None, items: Any, status: str | None
 ) -> list[JSONDict] | None:
-    """`reply`, or None when the response is ``incomplete`` and one of its function calls
-    is cut: the item's own status is ``incomplete`` or its arguments are not JSON. No
-    agent runs a cut call (the Agents SDK fails the run). Anything else an incomplete
-    response holds is recorded: a client that chains with ``previous_response_id`` sends
-    nothing back, so the proxy must hold its reply."""
-    if status != "incomplete" or not isinstance(items, list):
-        return reply
-    return None if any(_cut_call(i) for i in items) else reply
+    """`reply`, marked :data:`CUT_IN_A_CALL` (not recorded) when the response is
+    ``incomplete`` and one of its function calls is cut: the item's own status is
+    ``incomplete`` or its arguments are not JSON. No agent runs a cut call (the Agents SDK
+    fails the run). Anything else an incomplete response holds is recorded: a client
+    that chains with ``previous_response_id`` sends nothing back, so the proxy must hold
+    its reply."""
+    if status == "incomplete" and isinstance(items, list) and any(map(_cut_call, items)):
+        for message in reply or ():
+            message[CUT_IN_A_CALL] = True
+    return reply
+
+
+def _provisional(
+    reply: list[JSONDict] | None, status: str | None, why: Any
+) -> list[JSONDict] | None:
+    """`reply`, its messages marked :data:`PROVISIONAL` when the response is
+    ``incomplete``: recorded (a chaining client sends nothing back), but a client may go
+    on without it (the Agents SDK fails its run on any incomplete response), and its
+    next request then withdraws it rather than branching."""
+    if status == "incomplete" and reply and not reply[0].get(CUT_IN_A_CALL):
+        reason = why.get("reason") if isinstance(why, Mapping) else None
+        mark = reason if reason in WITHDRAW_REASONS else "incomplete"  # (known ones only)
+        for message in reply:
+            message[PROVISIONAL] = mark
+    return reply
 
 
 def _cut_call(item: Any) -> bool:
@@ -268,6 +291,14 @@ def resolve_previous(
         (i for i in range(len(recorded) - 1, -1, -1) if recorded[i].get(RESPONSE_ID) == previous),
         None,
     )
+    if stored is not None and end is None:  # (recorded, then left out of the live view)
+        raise HTTPError(
+            400,
+            "provider_state_unsupported",
+            f"previous_response_id {shown(previous)} was recorded, then withdrawn: a later "
+            "request went on without that reply (it was incomplete or a refusal), so no "
+            f"history holds it to continue from: {SEND_WHOLE_INPUT}",
+        )
     if stored is None or end is None:
         raise HTTPError(
             400,
@@ -296,7 +327,8 @@ def responses_json_reply(data: Any) -> tuple[list[JSONDict] | None, JSONDict | N
     if status not in _FINISHED:
         return None, usage
     reply = _reply(body.get("output"), optional_str(body.get("id"), "'id'"))
-    return _unless_cut(reply, body.get("output"), status), usage
+    reply = _marked_if_cut(reply, body.get("output"), status)
+    return _provisional(reply, status, body.get("incomplete_details")), usage
 
 
 @dataclass
@@ -308,6 +340,7 @@ class ResponsesStream:
     usage: JSONDict | None = None
     status: str | None = None
     response_id: str | None = None
+    incomplete: Any = None  # the terminal response's ``incomplete_details``
 
     def feed(self, ev: SSEEvent) -> bool:
         data = decode_event(ev.data)  # BadUpstreamReply: not an event
@@ -326,6 +359,7 @@ class ResponsesStream:
             self.response_id = self._id(response)
             status = optional_str(response.get("status"), f"{kind}'s status")
             self.status = status or kind.rpartition(".")[2]
+            self.incomplete = response.get("incomplete_details")
             self.usage = usage_block(response.get("usage")) or self.usage
             output = optional_list(response.get("output"), f"{kind}'s output")
             if output:
@@ -348,7 +382,8 @@ class ResponsesStream:
         items = (
             self.output if self.output is not None else [i for _, i in sorted(self.done.items())]
         )
-        return _unless_cut(_reply(items, self.response_id), items, self.status)
+        reply = _marked_if_cut(_reply(items, self.response_id), items, self.status)
+        return _provisional(reply, self.status, self.incomplete)
 
 
 #: events a stream opens with, before any output

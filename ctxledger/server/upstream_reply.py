@@ -140,14 +140,20 @@ def check_openai_message(message: Any, what: str) -> Mapping[str, Any]:
     return checked
 
 
-def unless_cut_in_a_call(reply: JSONDict | None, finish_reason: Any) -> JSONDict | None:
-    """`reply`, or None when the output limit stopped it (``finish_reason: length``,
-    Anthropic's ``stop_reason: max_tokens``) with tool calls in it: the last call is cut,
-    and no agent runs it (Hermes sends the same request again). Not recorded, the
-    client's retry is a turn of its own; a client that keeps the reply sends it back
-    with its next turn."""
+#: the mark of a reply the output limit stopped inside its tool calls (never recorded)
+CUT_IN_A_CALL = "ctxledger_cut_in_a_call"
+
+
+def marked_if_cut(reply: JSONDict | None, finish_reason: Any) -> JSONDict | None:
+    """`reply`, marked :data:`CUT_IN_A_CALL` when the output limit stopped it
+    (``finish_reason: length``, Anthropic's ``stop_reason: max_tokens``) with tool calls in
+    it: the last call is cut, and no agent runs it (Hermes sends the same request again).
+    Not recorded (its usage is, as a reply that asked for tools), the client's retry is a
+    turn of its own; a client that keeps the reply sends it back with its next turn."""
     cut = finish_reason in ("length", "max_tokens")
-    return None if cut and reply and reply.get("tool_calls") else reply
+    if cut and reply and reply.get("tool_calls"):
+        reply[CUT_IN_A_CALL] = True
+    return reply
 
 
 #: what a reply may carry besides its text that makes it worth recording
@@ -291,6 +297,7 @@ async def read_whole(served_by: str, upstream: str, resp: httpx.Response) -> byt
 
 __all__ = [
     "BAD_REPLY",
+    "CUT_IN_A_CALL",
     "DROPPED_RESPONSE_HEADERS",
     "MAX_REPLY_BYTES",
     "UPSTREAM_ENCODING",
@@ -303,6 +310,7 @@ __all__ = [
     "forwarded",
     "index_of",
     "kept_empty",
+    "marked_if_cut",
     "need_object",
     "optional_list",
     "optional_object",
@@ -312,7 +320,6 @@ __all__ = [
     "refuse_encoded",
     "response_headers",
     "says_nothing",
-    "unless_cut_in_a_call",
     "upstream_failed",
     "usage_block",
 ]

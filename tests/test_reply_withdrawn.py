@@ -105,6 +105,25 @@ async def test_withdrawing_what_the_view_does_not_show_appends_nothing(
     assert svc.ledger.store.last_seq() == before
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("msg_6", "withdraw must be a list, got str"),  # was read one character at a time
+        (5, "withdraw must be a list, got int"),
+        ([["a"]], "withdraw must be a list of str"),  # was an unhashable TypeError
+        ([{"id": "a"}], "withdraw must be a list of str"),
+    ],
+)
+async def test_withdraw_of_the_wrong_type_is_refused_by_name(
+    svc: ContextService, given: object, said: str
+) -> None:
+    sid, _half = await _asked_and_half_answered(svc)
+    before = svc.ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match=said):
+        await svc.append(sid, [{"role": "user", "content": "Next."}], withdraw=given)  # type: ignore[arg-type]
+    assert svc.ledger.store.last_seq() == before
+
+
 # --- caches keyed on a view's length: a withdrawal, then as many appends --------------
 
 

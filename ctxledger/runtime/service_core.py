@@ -37,6 +37,7 @@ from ctxledger.events import (
     WithdrawReason,
 )
 from ctxledger.integers import shown as quoted
+from ctxledger.ledger.eventcheck import listed
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.prompt import role_change
 from ctxledger.ledger.spec import SessionSpec, checked_tools
@@ -295,6 +296,7 @@ class ServiceCore:
         check_message_list(messages)
         batch = list(messages)
         role = None if system_role is None else check_system_role(system_role)
+        withdraw = listed(withdraw, "withdraw", str)  # a bare id would be read per character
         if withdraw and withdraw_reason not in WITHDRAW_REASONS:
             known = ", ".join(WITHDRAW_REASONS)
             raise InvalidInput(f"withdraw_reason must be one of {known}")

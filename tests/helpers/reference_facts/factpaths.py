@@ -3,14 +3,16 @@
 Paths are found from their anchors (a ``/`` or a known extension) and grown in both
 directions, then judged (``and/or`` and the pieces of a ``sed`` expression are not
 paths; environment paths like ``site-packages`` are not the user's files). URLs are
-found from their ``://`` and masked out before paths are looked for.
+found from their ``://`` and masked out before paths are looked for, as what
+:mod:`.pathmasks` blanks out (grep's context separators, a tree's branches, sed's
+pieces).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 # rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
@@ -28,16 +30,14 @@ from helpers.reference_facts.foldedpaths import (
 )
 from helpers.reference_facts.mixedpaths import quote_escape  # session 39, review 1
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
-from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
+from helpers.reference_facts.pathmasks import mask, path_text  # (session 43: split out)
+from helpers.reference_facts.rangeaddresses import is_word_char
 from helpers.reference_facts.rules import (
-    escape_after_dot,  # review 1 of session 37
-    escape_letter_kept,  # session 38
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
     matcher_reads,  # session 35, review 1
     mixed_escaped,  # session 38
     plausible_path,  # session 30's review: 1b, 1c
-    unescape_lines,  # session 31
 )
 
 __all__ = [
@@ -126,16 +126,6 @@ _PATH_ROOTS = frozenset(
 _KNOWN_FILES = frozenset(
     {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
 )
-
-
-def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """`text` with `spans` blanked out (same length, so positions stay valid)."""
-    if not spans:
-        return text
-    chars = list(text)
-    for start, end in spans:
-        chars[start:end] = " " * (end - start)
-    return "".join(chars)
 
 
 def urls(text: str) -> list[tuple[int, int, str]]:
@@ -524,94 +514,6 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
             continue  # session 32: ``path/to/file1``, an example
         found[start] = value
     return iter(sorted(found.items()))
-
-
-# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
-_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
-
-
-#: session 32: a known extension and its second suffixes ending a name (case as written)
-_ENDS_WITH_EXT = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
-_GREP_NAME_CHARS = _PATH_CHARS | {"/"}
-
-
-def _grep_separator(line: str) -> tuple[str, str, int, int] | None:
-    """Session 32: a line's grep separator after the file name that starts it: (the name,
-    ``:`` or ``-``, where the separator starts, where it ends), the first place in the
-    line's leading name where a name with a known extension is followed by ``:`` or
-    ``-``; a ``-`` takes a line number and ``-`` after it when one follows (no date's
-    year: ``-2024-05-20``)."""
-    token = 0
-    while token < len(line) and line[token] in _GREP_NAME_CHARS:
-        token += 1
-    for at in range(1, token + 1):
-        if at == len(line) or line[at] not in ":-" or not _ENDS_WITH_EXT.search(line[:at]):
-            continue
-        if line[:at].startswith(".") and _ENDS_WITH_EXT.match(line[:at]):
-            return None  # (``.py-`` alone)
-        end = at + 1
-        digits = end
-        while digits < len(line) and line[digits].isdigit():
-            digits += 1
-        date = re.match(r"\d\d-\d", line[digits + 1 : digits + 5])
-        if line[at] == "-" and digits > end and line[digits : digits + 1] == "-" and not date:
-            end = digits + 1
-        return line[:at], line[at], at, end
-    return None
-
-
-def _grep_context(text: str) -> list[tuple[int, int]]:
-    """Session 32: the separators of grep's context lines: numbered ones, and ``-`` after
-    a name some line of the text starts as a match line (``name:``)."""
-    offset, found, matched = 0, [], set()
-    for line in text.split("\n"):
-        got = _grep_separator(line)
-        if got is not None:
-            name, sep, at, end = got
-            if sep == ":":
-                matched.add(name)
-            else:
-                found.append((name, offset + at, offset + end, end > at + 1))
-        offset += len(line) + 1
-    return [(at, end) for name, at, end, numbered in found if numbered or name in matched]
-
-
-def path_text(text: str) -> str:
-    blanked = escape_letter_kept(text, unescape_lines(text))  # session 38: ``\\nx：/tmp``
-    text = escape_after_dot(text, blanked)  # session 31: ``"docs\\nsetup.py\\n"``
-    text = mask(text, _grep_context(text))
-    text = mask(text, _tree_branches(text))  # session 34
-    text = mask(text, range_addresses(text))  # session 33
-    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
-
-
-def _tree_branches(text: str) -> list[tuple[int, int]]:
-    """Session 34: a tree's branches glued to a name, each from its line's start: blanks
-    and ``|``, then a ``|`` (the last of them) or a backquote or ``+``, then two dashes or
-    more, then a letter, digit, ``_`` or ``.``."""
-    spans: list[tuple[int, int]] = []
-    offset = 0
-    for line in text.split("\n"):
-        blanks = 0
-        while blanks < len(line) and line[blanks] in " \t|":
-            blanks += 1
-        if line[blanks : blanks + 1] in ("`", "+"):
-            dashes = blanks + 1
-        else:
-            dashes = blanks if blanks and line[blanks - 1] == "|" else -1
-        end = dashes
-        while dashes != -1 and end < len(line) and line[end] == "-":
-            end += 1
-        after = line[end : end + 1]
-        if (
-            dashes != -1
-            and end - dashes >= 2
-            and after != ""
-            and (after.isalnum() or after in "_.")
-        ):
-            spans.append((offset, offset + end))
-        offset += len(line) + 1
-    return spans
 
 
 def find_paths(text: str) -> list[str]:

@@ -157,18 +157,19 @@ def test_a_windows_name_is_read_whole_and_kept(
 _WINDOWS_ROOTS = st.sampled_from(["C:\\", "\\\\srv\\share\\", "", ".\\", "D:/"])
 
 
-#: (no mark before a Windows path: the reference judges the mark, production its base,
-#: as on main; see s35-paths.md)
-_WINDOWS_BEFORE = _GLUE.filter(lambda glue: glue != "\u0301")
-
-
 @settings(max_examples=200, deadline=None)
-@given(st.lists(_NAME, min_size=1, max_size=3), _WINDOWS_BEFORE, _GLUE, _WINDOWS_ROOTS)
+@given(st.lists(_NAME, min_size=1, max_size=3), _GLUE, _GLUE, _WINDOWS_ROOTS)
 @example(["José"], " ", " ", "C:\\")
 @example(["é"], "", "", "\\\\srv\\share\\")
+@example(["\u0301."], " ", " ", "\\\\srv\\share\\")  # (session 43: ``.\\app.py``)
+@example(["\u0301.."], " ", " ", "")
+@example(["x"], "\u0301", "", ".\\")
 def test_windows_forms_agree(names: list[str], before: str, after: str, root: str) -> None:
     """The same property for Windows and UNC forms (a letter of any script beside one is
-    a cut: Windows paths keep session 33's rule)."""
+    a cut: Windows paths keep session 33's rule). Session 43: a mark before one is judged
+    by the character it sits on, in production and the reference alike (a mark after a
+    blank or a backslash glues nothing on: ``\\\\srv\\share\\`` + U+0301 +
+    ``.\\app.py`` names ``.\\app.py``)."""
     _no_cut_name(f"see {before}{root}{chr(92).join(names)}\\app.py{after} now")
 
 

@@ -497,15 +497,7 @@ def span_ends(text: str) -> dict[int, int]:
         value = text[match.start() : (end := quote_escape(text, match.end()))]
         if not inside and (plausible_path(value) is not None or mixed_escaped(value)):
             windows.append((match.start(), end))  # s38: a JSON-mixed one: none, nor its names
-    uncs = list(_windows_paths(_UNC_PATH, text, read, server=True))
-    devices = list(_device_unc_paths(text, read))  # session 32
-    firsts = _first_starts([match.span() for match in uncs] + devices)
-    windows.extend(_unc_spans(text, [match for match in uncs if match.start() in firsts]))
-    for start, end in devices:
-        if start not in firsts:
-            continue
-        if plausible_path(text[start : quote_escape(text, end)]) and not _cut(text, end):
-            windows.append((start, quote_escape(text, end)))
+    windows.extend(_unc_and_device_spans(text, read))
     # (session 40: the drive's path ends as one without the prefix, before ``\\"`` too)
     windows.extend(
         (m.start(1), quote_escape(text, m.end(1))) for m in _DEVICE_DRIVE_PATH.finditer(read)
@@ -519,6 +511,22 @@ def span_ends(text: str) -> dict[int, int]:
     for start, end in windows:
         spans[start] = max(end, spans.get(start, end))
     return spans
+
+
+def _unc_and_device_spans(text: str, read: str) -> list[tuple[int, int]]:
+    """The UNC paths (session 31) and Win32 device paths read as UNC ones (session 32)
+    of `text` (`read` as the Windows finders read it), each from a candidate no earlier
+    one grew over (:func:`_first_starts`)."""
+    uncs = list(_windows_paths(_UNC_PATH, text, read, server=True))
+    devices = list(_device_unc_paths(text, read))
+    firsts = _first_starts([match.span() for match in uncs] + devices)
+    found = list(_unc_spans(text, [match for match in uncs if match.start() in firsts]))
+    for start, end in devices:
+        if start not in firsts:
+            continue
+        if plausible_path(text[start : quote_escape(text, end)]) and not _cut(text, end):
+            found.append((start, quote_escape(text, end)))
+    return found
 
 
 def _first_starts(candidates: list[tuple[int, int]]) -> set[int]:

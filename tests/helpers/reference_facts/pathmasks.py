@@ -1,7 +1,8 @@
 """Independent reference (moved out of ``factpaths`` in session 43): what is blanked
 out of a text before paths are looked for in it, keeping every position (grep's
-context separators, a tree's branches, sed and awk range addresses, the pieces of a
-quoted ``sed`` expression), after the escapes of JSON strings are read."""
+context separators, a tree's branches, the ``-`` joining a path to the next pytest
+parameter id, sed and awk range addresses, the pieces of a quoted ``sed`` expression),
+after the escapes of JSON strings are read."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES  # (l
 from helpers.reference_facts.rangeaddresses import range_addresses
 from helpers.reference_facts.rules import escape_after_dot, escape_letter_kept, unescape_lines
 
-__all__ = ["SED_EXPRESSION", "mask", "path_text", "tree_branches"]
+__all__ = ["SED_EXPRESSION", "mask", "path_text", "pytest_parameter_dashes", "tree_branches"]
 
 _PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
 
@@ -82,6 +83,7 @@ def path_text(text: str) -> str:
     text = escape_after_dot(text, blanked)  # session 31: ``"docs\\nsetup.py\\n"``
     text = mask(text, _grep_context(text))
     text = mask(text, tree_branches(text))  # session 34
+    text = mask(text, pytest_parameter_dashes(text))  # session 43
     text = mask(text, range_addresses(text))  # session 33
     return mask(text, [m.span() for m in SED_EXPRESSION.finditer(text)]) if "s" in text else text
 
@@ -113,3 +115,60 @@ def tree_branches(text: str) -> list[tuple[int, int]]:
             spans.append((offset, offset + end))
         offset += len(line) + 1
     return spans
+
+
+def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
+    """Session 43: in a pytest node id's parameter brackets (a ``.py`` file, then
+    ``::`` and a name one or more times, then ``[``, no bracket nor newline, then ``]``),
+    each ``-`` right after a name ending with a known extension (and second suffixes),
+    the name's last character before the dot a letter, digit, ``_``, ``+``, ``@`` or
+    ``~``, when what follows the ``-`` is no blank and no ``]``."""
+    spans: list[tuple[int, int]] = []
+    for line_start, line in _lines(text):
+        at = line.find("[")
+        while at != -1:
+            close = line.find("]", at)
+            inside = line[at + 1 : close] if close != -1 else ""
+            if close != -1 and "[" not in inside and _node_before(line[:at]):
+                spans.extend(
+                    (line_start + at + 1 + d, line_start + at + 2 + d) for d in _dashes(inside)
+                )
+            at = line.find("[", at + 1)
+    return spans
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    out, offset = [], 0
+    for line in text.split("\n"):
+        out.append((offset, line))
+        offset += len(line) + 1
+    return out
+
+
+def _node_before(head: str) -> bool:
+    """Whether `head` ends with ``.py`` and ``::name`` once or more (a name: letters,
+    digits and ``_``)."""
+    parts = head.split("::")
+    at = len(parts) - 1
+    while at >= 1 and parts[at] != "" and all(c.isalnum() or c == "_" for c in parts[at]):
+        if parts[at - 1].endswith(".py"):
+            return True
+        at -= 1
+    return False
+
+
+def _dashes(inside: str) -> list[int]:
+    """Where a ``-`` after a known extension starts the next parameter in `inside`."""
+    found = []
+    for d, char in enumerate(inside):
+        after = inside[d + 1 : d + 2]
+        if char != "-" or after == "" or after.isspace():
+            continue
+        name = inside[:d]
+        ext = _ENDS_WITH_EXT.search(name)
+        if ext is None or ext.start() == 0:
+            continue
+        before = name[ext.start() - 1]
+        if before.isalnum() or before in "_+@~":
+            found.append(d)
+    return found

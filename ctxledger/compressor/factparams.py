@@ -1,0 +1,60 @@
+"""pytest's parameter ids: a ``-`` after a file's name there joins the next parameter.
+
+A test run names each case by its node id, the parameters' ids joined with ``-`` in
+brackets (``tests/x.py::test_read[data/utf-8.sql-autodetect-False]``). Elsewhere a
+``-`` and more of a name after a known extension is one longer name (``app.py-old``, a
+backup), but inside those brackets it starts the next parameter: the path there is
+``data/utf-8.sql``. :func:`parameter_spans` gives those separators; path finding blanks
+them (same length), and the matcher reads the brackets with them blanked too
+(:func:`parameter_ids`), so a path written as a parameter is found and stated alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
+
+__all__ = ["parameter_ids", "parameter_spans"]
+
+#: a node id's test (after a ``.py`` file and ``::``, maybe a class's ``::``) and its
+#: parameter ids in brackets on one line (group 1): no bracket inside
+_NODE_PARAMETERS = re.compile(r"\.py(?:::\w+)+\[([^\[\]\n]*)\]")
+#: a known extension and its second suffixes ending a name (as written, after a name's
+#: character), then the ``-`` (group 1) that starts the next parameter's id
+_EXTENSION_DASH = re.compile(
+    rf"(?<=[\w+@~])\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*(-)(?=[^\s\]])"
+)
+
+
+def parameter_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the ``-`` that follow a known extension inside a pytest node id's
+    parameter brackets (``-`` after ``.sql`` in ``x.py::test[a/b.sql-utf-8]``)."""
+    return [span for _, spans in _separated(text) for span in spans]
+
+
+def parameter_ids(text: str) -> list[str] | None:
+    """Each pytest parameter id of `text` holding such a separator, the separators
+    blanked, each once; None when `text` has none. A path followed there by ``-`` reads
+    as more of a name in `text` (``a/b.sql-utf-8``), so the matcher looks for it in
+    these too."""
+    ids: dict[str, None] = {}
+    for (start, end), spans in _separated(text):
+        chars = list(text[start:end])
+        for at, _ in spans:
+            chars[at - start] = " "
+        ids["".join(chars)] = None
+    return list(ids) or None
+
+
+def _separated(text: str) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]:
+    """Each parameter bracket's inside holding a separator, with the separators' spans."""
+    if "::" not in text:
+        return []
+    found = []
+    for node in _NODE_PARAMETERS.finditer(text):
+        start, end = node.span(1)
+        spans = [dash.span(1) for dash in _EXTENSION_DASH.finditer(text, start, end)]
+        if spans:
+            found.append(((start, end), spans))
+    return found

@@ -1,0 +1,153 @@
+"""Session 43 (helper ``audit8``, round 2): a path written as a pytest parameter id.
+
+pytest names a parametrized case by its node id with the parameters' ids joined by
+``-`` in brackets (``linter_test.py::test_encoding[fixtures/utf-8.sql-autodetect-False]``).
+A ``-`` and more of a name after a known extension read as one longer name
+(``app.py-old``), so the extraction took ``fixtures/utf-8.sql-autodetect-False`` for a
+path and the matcher found no ``fixtures/utf-8.sql`` there: a false "lost" on the corpus
+(sqlfluff-1763, window 16,000, compaction 3). Inside a node id's brackets that ``-``
+starts the next parameter: both now read the path as ending at its extension
+(:mod:`ctxledger.compressor.factparams`), production and reference alike.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers.fact_checks import facts_of, view_keeps
+from helpers.reference_facts.pathmasks import pytest_parameter_dashes
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ctxledger.compressor.factparams import parameter_ids, parameter_spans
+
+_SQLFLUFF = (
+    "test/core/linter_test.py::test__linter__encoding"
+    "[test/fixtures/linter/encoding-utf-8.sql-autodetect-False] PASSED\n"
+    "test/core/linter_test.py::test__linter__encoding"
+    "[test/fixtures/linter/encoding-utf-8-sig.sql-utf-8-sig-False] PASSED\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            _SQLFLUFF,
+            [
+                "test/core/linter_test.py",
+                "test/fixtures/linter/encoding-utf-8.sql",
+                "test/fixtures/linter/encoding-utf-8-sig.sql",
+            ],
+        ),
+        # a class's test, a second suffix, a negative number's id after the path
+        (
+            "tests/x.py::TestRead::test_a[t/d/in.yaml.j2-strict] FAILED",
+            ["tests/x.py", "t/d/in.yaml.j2"],
+        ),
+        ("tests/x.py::test_a[t/d/x/a.sql--1]", ["tests/x.py", "t/d/x/a.sql"]),
+        ("tests/x.py::test_a[t/d/a.tar.gz-big-True]", ["tests/x.py", "t/d/a.tar.gz"]),
+        # no node id before the brackets: the longer name stays (a backup's name)
+        (
+            "see [t/d/x/a.sql-v2] and t/d/x/app.py-v2",
+            ["t/d/x/a.sql-v2", "t/d/x/app.py-v2"],
+        ),
+        ("x.txt::test_a[t/d/x/a.sql-v2]", ["x.txt", "t/d/x/a.sql-v2"]),
+        # a parameter before the path is not cut off (where it ends is not written)
+        ("tests/x.py::test_a[utf-8-t/d/x/a.sql]", ["tests/x.py", "utf-8-t/d/x/a.sql"]),
+        # no known extension before the dash, or a dash at the bracket's end
+        ("tests/x.py::test_a[t/d/x/a.foo-x]", ["tests/x.py", "t/d/x/a.foo-x"]),
+        ("tests/x.py::test_a[t/d/x/a.sql-]", ["tests/x.py", "t/d/x/a.sql"]),
+        # the bracket is not closed on its line
+        ("tests/x.py::test_a[t/d/x/a.sql-x\n]", ["tests/x.py", "t/d/x/a.sql-x"]),
+    ],
+)
+def test_a_path_in_a_pytest_parameter_id(text: str, expected: list[str]) -> None:
+    assert facts_of(text, "path") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "view", "kept"),
+    [
+        ("test/fixtures/linter/encoding-utf-8.sql", _SQLFLUFF, True),
+        ("test/fixtures/linter/encoding-utf-8-sig.sql", _SQLFLUFF, True),
+        ("linter/encoding-utf-8.sql", _SQLFLUFF, True),
+        ("test/fixtures/linter/encoding-utf-8", _SQLFLUFF, False),  # (a name's piece)
+        ("data/a.sql", "tests/x.py::T::test_a[data/a.sql--1] ok", True),
+        # outside a node id's brackets ``-`` and a name is still more of the name
+        ("data/a.sql", "see [data/a.sql-old]", False),
+        ("app.py", "kept app.py-old", False),
+        ("data/a.sql", "x.txt::test_a[data/a.sql-old]", False),
+        ("data/a.foo", "tests/x.py::test_a[data/a.foo-x]", False),
+    ],
+)
+def test_a_view_keeps_a_path_written_as_a_parameter(value: str, view: str, kept: bool) -> None:
+    assert view_keeps("path", value, view) is kept
+
+
+def test_the_separators_and_the_blanked_ids() -> None:
+    text = "a.py::t[x/b.sql-utf-8-c.py-1] a.py::t[y.sql-2] a.py::t[x/b.sql-utf-8-c.py-1]"
+    spans = parameter_spans(text)
+    assert [text[s:e] for s, e in spans] == ["-"] * 5
+    assert spans == pytest_parameter_dashes(text)
+    assert parameter_ids(text) == ["x/b.sql utf-8-c.py 1", "y.sql 2"]
+    assert parameter_ids("a.py::t[x-1] [b.sql-2]") is None
+
+
+_NAME = st.text("abcxyz019_", min_size=1, max_size=6)
+_EXTENSION = st.sampled_from([".sql", ".py", ".json", ".txt", ".yaml.j2", ".log.1", ".tar.gz"])
+_PARAMETER = st.sampled_from(["autodetect", "utf-8", "False", "1", "-1", "x.py", "a-b"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_NAME, min_size=1, max_size=3),
+    _NAME,
+    _EXTENSION,
+    st.lists(_PARAMETER, min_size=1, max_size=3),
+    st.booleans(),
+)
+@example(["test", "fixtures", "linter"], "encoding-utf-8", ".sql", ["autodetect", "False"], False)
+def test_a_path_before_parameters_is_found_and_kept(
+    folders: list[str], name: str, extension: str, parameters: list[str], in_class: bool
+) -> None:
+    """Property: the path before the other parameters of a node id is extracted as
+    written, found in its own line, and a longer name glued on by ``-`` is no path."""
+    path = "/".join([*folders, name]) + extension
+    node = "tests/test_x.py::" + ("TestX::" if in_class else "") + "test_y"
+    line = f"{node}[{'-'.join([path, *parameters])}] PASSED\n"
+    paths = facts_of(line, "path")
+    assert path in paths
+    assert not any(value.startswith(path + "-") for value in paths)
+    assert view_keeps("path", path, line)
+    assert not view_keeps("path", path, f"moved {path}-{parameters[0].strip('-')} away")
+
+
+_PIECES = [
+    "a",
+    "x/",
+    ".py",
+    ".sql",
+    ".j2",
+    "::",
+    "t",
+    "[",
+    "]",
+    "-",
+    "1",
+    " ",
+    "\n",
+    "_",
+    "é",
+    ".tar.gz",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40))
+@example(["x/", ".py", "::", "t", "::", "t", "[", "a", ".sql", "-", "1", "]"])
+@example(["a", ".py", "::", "t", "[", "a", "]", ".py", "::", "t", "[", "a", ".sql", "-", "-", "]"])
+def test_the_separators_are_the_references(pieces: list[str]) -> None:
+    """Property: production's separators are the reference's on any soup of the pieces
+    a node id is made of."""
+    text = "".join(pieces)
+    assert parameter_spans(text) == pytest_parameter_dashes(text)

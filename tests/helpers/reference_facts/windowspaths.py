@@ -36,8 +36,28 @@ _DEVICE_DRIVE_PATH = re.compile(
 )
 
 
+_NAME_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
 def mark(char: str) -> bool:
     return unicodedata.category(char).startswith("M")
+
+
+def _past_marks(text: str, start: int, backslash: int) -> int:
+    """Session 43 (round 2): where a relative path's first name starts when the run
+    before its backslash starts with marks: they sit on the character before the run
+    (no name's: a blank), so the name starts after them, when a letter, digit or ``_``
+    (not a mark) follows them before the backslash; -1 when none does, or after more
+    than 32 marks (read as one mark, as ``base_before`` reads them)."""
+    marks = 0
+    while start + marks < backslash and mark(text[start + marks]):
+        marks += 1
+    if marks > 32:
+        return -1
+    at = start + marks
+    first = text[at] if at < backslash else ""
+    good = first != "" and not mark(first) and (first.isascii() is False or first in _NAME_FIRST)
+    return at if good else -1
 
 
 def windows_spans(text: str) -> list[tuple[int, int]]:
@@ -54,12 +74,13 @@ def windows_spans(text: str) -> list[tuple[int, int]]:
     ]
     # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
     for match in _RELATIVE_WINDOWS_PATH.finditer(read):
-        inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
-        if mark(text[match.start()]):
+        start = _past_marks(text, match.start(), text.index("\\", match.start()))
+        inside = any(w_start <= start < w_end for w_start, w_end in windows)
+        if start == -1:
             continue  # session 43: a name starts with no mark (``_name_first``), nor one here
-        value = text[match.start() : (end := quote_escape(text, match.end()))]
+        value = text[start : (end := quote_escape(text, match.end()))]
         if not inside and (plausible_path(value) is not None or mixed_escaped(value)):
-            windows.append((match.start(), end))  # s38: a JSON-mixed one: none, nor its names
+            windows.append((start, end))  # s38: a JSON-mixed one: none, nor its names
     windows.extend(_unc_and_device_spans(text, read))
     # (session 40: the drive's path ends as one without the prefix, before ``\\"`` too)
     windows.extend(

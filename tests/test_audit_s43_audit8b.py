@@ -1,4 +1,5 @@
-"""Session 43 (helper ``audit8``, round 2): a path written as a pytest parameter id.
+"""Session 43 (helper ``audit8``, round 2): a path written as a pytest parameter id, and
+a relative Windows path after a mark on a blank.
 
 pytest names a parametrized case by its node id with the parameters' ids joined by
 ``-`` in brackets (``linter_test.py::test_encoding[fixtures/utf-8.sql-autodetect-False]``).
@@ -8,6 +9,13 @@ path and the matcher found no ``fixtures/utf-8.sql`` there: a false "lost" on th
 (sqlfluff-1763, window 16,000, compaction 3). Inside a node id's brackets that ``-``
 starts the next parameter: both now read the path as ending at its extension
 (:mod:`ctxledger.compressor.factparams`), production and reference alike.
+
+A combining mark sits on the character before it. Round 1 judged a mark before a
+Windows path by that base; but a relative path's first name read back from its
+backslash started at the mark (``see`` + U+0301 + ``src\\app.py``), was refused (a name
+starts with no mark) and left only ``app.py``. The marks are the blank's: the name
+starts after them, so the path is ``src\\app.py`` (production's ``first_names`` and the
+reference alike).
 """
 
 from __future__ import annotations
@@ -151,3 +159,54 @@ def test_the_separators_are_the_references(pieces: list[str]) -> None:
     a node id is made of."""
     text = "".join(pieces)
     assert parameter_spans(text) == pytest_parameter_dashes(text)
+
+
+ACUTE = "\u0301"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"see {ACUTE}src\\app.py now", ["src\\app.py"]),
+        (f"see {ACUTE}{ACUTE}src\\lib\\app.py now", ["src\\lib\\app.py"]),
+        (f"{ACUTE}src\\app.py", ["src\\app.py"]),
+        (f"see ({ACUTE}src\\app.py) now", ["src\\app.py"]),
+        (f"see {ACUTE}\u00e9src\\app.py now", ["\u00e9src\\app.py"]),
+        # on a letter the mark is part of the name: the run is one name, no path start
+        (f"see a{ACUTE}src\\app.py now", [f"a{ACUTE}src\\app.py"]),
+        # after the marks no name starts (``.``, ``-``), or more than 32 of them: a cut
+        (f"see {ACUTE}.src\\app.py now", ["app.py"]),
+        (f"see {ACUTE}-src\\app.py now", ["app.py"]),
+        ("see " + ACUTE * 33 + "src\\app.py now", ["app.py"]),
+        ("see " + ACUTE * 32 + "src\\app.py now", ["src\\app.py"]),
+    ],
+)
+@pytest.mark.parametrize("pad", ["", " and " + "words " * 200])
+def test_a_mark_on_a_blank_before_a_relative_windows_path(
+    text: str, expected: list[str], pad: str
+) -> None:
+    """Each row short (production reads the first names by one regex) and padded to a
+    long text with few backslashes (read back from each backslash)."""
+    assert facts_of(text + pad, "path", "user") == expected  # (production is the reference)
+    assert all(view_keeps("path", value, text) for value in expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([" ", "", "(", "a", "\u00e9", "\u7528", ".", "/", ":"]),
+    st.integers(0, 34),
+    st.lists(st.text("ax0_.-\u00e9" + ACUTE, min_size=1, max_size=4), min_size=1, max_size=3),
+    st.booleans(),
+)
+@example(" ", 1, ["src"], False)
+@example(" ", 1, ["src"], True)
+@example(" ", 33, ["src"], True)
+def test_marks_before_a_relative_windows_path_agree(
+    before: str, marks: int, names: list[str], long: bool
+) -> None:
+    """Property: any run of marks after any character before a relative Windows path,
+    production and the reference give the same paths, each found in its own text (a
+    long tail without backslashes switches production's reading of first names from
+    one regex to a read back from each backslash)."""
+    tail = " and " + "words " * 200 if long else ""
+    facts_of(f"see {before}{ACUTE * marks}{chr(92).join(names)}\\app.py now{tail}", "path", "user")

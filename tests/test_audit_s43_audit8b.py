@@ -62,6 +62,10 @@ _SQLFLUFF = (
         ("x.txt::test_a[t/d/x/a.sql-v2]", ["x.txt", "t/d/x/a.sql-v2"]),
         # a parameter before the path is not cut off (where it ends is not written)
         ("tests/x.py::test_a[utf-8-t/d/x/a.sql]", ["tests/x.py", "utf-8-t/d/x/a.sql"]),
+        # a bare name: a ``-`` before it may join a parameter too (sqlfluff-1625's rule
+        # ``L031`` and file ``aliases_in_join_error.sql``): where it starts is not written
+        ("tests/x.py::test_a[L031-aliases_in_join_error.sql-violations22]", ["tests/x.py"]),
+        ("tests/x.py::test_a[t/d/a.sql-b.sql-1]", ["tests/x.py", "t/d/a.sql"]),
         # no known extension before the dash, or a dash at the bracket's end
         ("tests/x.py::test_a[t/d/x/a.foo-x]", ["tests/x.py", "t/d/x/a.foo-x"]),
         ("tests/x.py::test_a[t/d/x/a.sql-]", ["tests/x.py", "t/d/x/a.sql"]),
@@ -86,6 +90,7 @@ def test_a_path_in_a_pytest_parameter_id(text: str, expected: list[str]) -> None
         ("app.py", "kept app.py-old", False),
         ("data/a.sql", "x.txt::test_a[data/a.sql-old]", False),
         ("data/a.foo", "tests/x.py::test_a[data/a.foo-x]", False),
+        ("aliases.sql", "tests/x.py::test_a[L031-aliases.sql-v2]", False),
     ],
 )
 def test_a_view_keeps_a_path_written_as_a_parameter(value: str, view: str, kept: bool) -> None:
@@ -95,9 +100,9 @@ def test_a_view_keeps_a_path_written_as_a_parameter(value: str, view: str, kept:
 def test_the_separators_and_the_blanked_ids() -> None:
     text = "a.py::t[x/b.sql-utf-8-c.py-1] a.py::t[y.sql-2] a.py::t[x/b.sql-utf-8-c.py-1]"
     spans = parameter_spans(text)
-    assert [text[s:e] for s, e in spans] == ["-"] * 5
+    assert [text[s:e] for s, e in spans] == ["-", "-"]  # (after ``x/b.sql`` each time)
     assert spans == pytest_parameter_dashes(text)
-    assert parameter_ids(text) == ["x/b.sql utf-8-c.py 1", "y.sql 2"]
+    assert parameter_ids(text) == ["x/b.sql utf-8-c.py-1"]
     assert parameter_ids("a.py::t[x-1] [b.sql-2]") is None
 
 

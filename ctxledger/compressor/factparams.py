@@ -4,7 +4,8 @@ A test run names each case by its node id, the parameters' ids joined with ``-``
 brackets (``tests/x.py::test_read[data/utf-8.sql-autodetect-False]``). Elsewhere a
 ``-`` and more of a name after a known extension is one longer name (``app.py-old``, a
 backup), but inside those brackets it starts the next parameter: the path there is
-``data/utf-8.sql``. :func:`parameter_spans` gives those separators; path finding blanks
+``data/utf-8.sql``. Only a path with a folder is cut there: a ``-`` joins parameters
+before it too, so a bare name's start is not written (``[L031-aliases.sql-v2]``). :func:`parameter_spans` gives those separators; path finding blanks
 them (same length), and the matcher reads the brackets with them blanked too
 (:func:`parameter_ids`), so a path written as a parameter is found and stated alike.
 """
@@ -48,13 +49,20 @@ def parameter_ids(text: str) -> list[str] | None:
 
 
 def _separated(text: str) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]:
-    """Each parameter bracket's inside holding a separator, with the separators' spans."""
+    """Each parameter bracket's inside holding a separator, with the separators' spans:
+    a ``-`` after a known extension whose name has a folder since the bracket or the
+    last such ``-`` (``[L031-aliases.sql-v2]`` may be the rule ``L031`` and the file
+    ``aliases.sql``: where a bare name starts is not written, so it is left whole)."""
     if "::" not in text:
         return []
     found = []
     for node in _NODE_PARAMETERS.finditer(text):
         start, end = node.span(1)
-        spans = [dash.span(1) for dash in _EXTENSION_DASH.finditer(text, start, end)]
+        spans, after = [], start
+        for dash in _EXTENSION_DASH.finditer(text, start, end):
+            if "/" in text[after : dash.start(1)]:
+                spans.append(dash.span(1))
+            after = dash.end(1)
         if spans:
             found.append(((start, end), spans))
     return found

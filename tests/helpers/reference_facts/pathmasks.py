@@ -122,7 +122,8 @@ def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
     ``::`` and a name one or more times, then ``[``, no bracket nor newline, then ``]``),
     each ``-`` right after a name ending with a known extension (and second suffixes),
     the name's last character before the dot a letter, digit, ``_``, ``+``, ``@`` or
-    ``~``, when what follows the ``-`` is no blank and no ``]``."""
+    ``~``, when what follows the ``-`` is no blank and no ``]``, and a ``/`` stands
+    between the bracket (or the last such ``-``) and it."""
     spans: list[tuple[int, int]] = []
     for line_start, line in _lines(text):
         at = line.find("[")
@@ -159,7 +160,7 @@ def _node_before(head: str) -> bool:
 
 def _dashes(inside: str) -> list[int]:
     """Where a ``-`` after a known extension starts the next parameter in `inside`."""
-    found = []
+    found, since = [], 0
     for d, char in enumerate(inside):
         after = inside[d + 1 : d + 2]
         if char != "-" or after == "" or after.isspace():
@@ -170,5 +171,7 @@ def _dashes(inside: str) -> list[int]:
             continue
         before = name[ext.start() - 1]
         if before.isalnum() or before in "_+@~":
-            found.append(d)
+            if "/" in inside[since:d]:  # (a bare name's start is not written: left whole)
+                found.append(d)
+            since = d + 1
     return found

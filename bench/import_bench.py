@@ -18,7 +18,10 @@ Prints one JSON object per line: {"bench", "value", "unit", "target", "ok", ...}
   per MB at 50k and 200k messages (baseline 11): the import held every message
   parsed, as events, encoded and folded. Session 40 (events made as the store takes
   them, appended a chunk at a time, not folded): see docs/notes/s40-import.md; the
-  importers still hold every parsed message, so it still grows with the file.
+  importers still hold every parsed message, so it still grows with the file. Session
+  42 (docs/notes/s42-import7.md): SQLite's streamed append reads its link header back
+  instead of holding it and writes with a 2 MB page cache: 20.6 -> 9.9 at 50k, 13.8 ->
+  8.6 at 200k (peak 196 -> 156 MB).
 * ``import_peak_memory_json_document``: the same for one JSON document (a list of the
   messages), which must be parsed whole; baseline ``json.load``.
 * ``import_peak_memory_postgres`` (``--postgres``, or ``--pg-url``): the JSONL row with the

@@ -11,6 +11,10 @@ CtxLedgerError
 │   ├── ConcurrencyError               stale expected version; nothing was written
 │   ├── DuplicateEventError            an event id was re-sent with a different batch
 │   ├── StorageFullError               the disk (or max_page_count) is full; nothing was written
+│   ├── StoreBusy                      other sessions held it up (a lock); retry
+│   │   └── ServerCancelled            PostgreSQL cancelled and rolled it back
+│   ├── ConnectionLost                 the PostgreSQL server was out of reach
+│   ├── LedgerChanged                  a lock-free read saw the ledger change
 │   └── IntegrityError                 the hash chain does not verify
 ├── NotFound (KeyError)                no such id in the log
 │   ├── UnknownSession                 no such session
@@ -144,6 +148,22 @@ class StorageFullError(StoreError):
 
 class IntegrityError(StoreError):
     """The log's hash chain does not verify."""
+
+
+class StoreBusy(StoreError):
+    """Other sessions kept the store from finishing the operation: a SQLite ledger's
+    lock held past ``busy_timeout_ms`` (nothing was written), or
+    :class:`ServerCancelled`. Retry (the HTTP server answers 503 ``store_busy``)."""
+
+
+class ServerCancelled(StoreBusy):
+    """The PostgreSQL server cancelled the operation and rolled back its transaction
+    while it still answered: a deadlock, the role's ``statement_timeout``,
+    ``lock_timeout``, ``idle_in_transaction_session_timeout`` or ``transaction_timeout``
+    running out, a cancel request, a standby's conflict with recovery. The message says
+    which, what to raise if it keeps happening, and for an append whether it may be
+    stored all the same (a small append commits its rows before it waits for another
+    writer's seal): then re-send the same events (ids make it safe)."""
 
 
 class ConnectionLost(StoreError):

@@ -76,6 +76,16 @@ def shown(value: object) -> str:
         return f"a {type(value).__name__}"
 
 
+def written(value: object) -> str:
+    """``str(value)``, or :func:`shown` when Python cannot write it (an int past its
+    4,300 digits, a list holding itself): the text of a value read from outside (a
+    provider's error body) that is searched or shown whole when it can be."""
+    try:
+        return str(value)
+    except (ValueError, RecursionError):
+        return shown(value)
+
+
 #: the longest id a log can hold (``limits.MAX_SESSION_ID_CHARS``: ``check_name``
 #: refuses a longer session id, or one holding a control character)
 ID_CHARS = 1024
@@ -162,4 +172,5 @@ __all__ = [
     "shown",
     "shown_id",
     "visible",
+    "written",
 ]

@@ -364,6 +364,21 @@ def repair_call_ids(
     return out, repairs
 
 
+def check_message_list(messages: object) -> None:
+    """InvalidInput unless `messages` is a sequence (a list, a tuple, a deque; not text,
+    bytes or one message object), naming the type got: the one check of every entry
+    point taking a message list (the ledger, the service, the planner). A list or a
+    tuple is taken at once (an ABC's check costs microseconds; a plan is timed in them)."""
+    if type(messages) is list or type(messages) is tuple:
+        return
+    if not isinstance(messages, Sequence) or isinstance(
+        messages, str | bytes | bytearray | Mapping
+    ):
+        raise InvalidInput(
+            f"messages must be a list of message objects, got {type(messages).__name__}"
+        )
+
+
 def validate_messages(messages: Sequence[Any], ledger: CallLedger | None = None) -> list[Message]:
     """Validate a batch in order against `ledger` (not modified). All or nothing."""
     return list(checked_in_order(messages, ledger))

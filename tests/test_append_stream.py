@@ -5,8 +5,10 @@ error late in the stream leaves nothing appended."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from helpers.ledger_helpers import dump_log
@@ -15,7 +17,7 @@ from hypothesis import given, settings
 
 from ctxledger.errors import ConcurrencyError, InvalidInput
 from ctxledger.events import Event, MessageAppended, SessionStarted
-from ctxledger.eventstore import streamed
+from ctxledger.eventstore import sqlite_stream, streamed
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.sqlite import SQLiteEventStore
 
@@ -144,3 +146,62 @@ def test_a_re_sent_append_is_refused_as_input_not_as_a_damaged_file(tmp_path: Pa
         with pytest.raises(InvalidInput, match="already stored"):
             store.append_stream([StreamedRequest("ses_a", iter(_events("ses_a", 4, "a")), None)])
         assert dump_log(tmp_path / "l.db") == before
+
+
+def test_a_streamed_append_writes_with_a_small_page_cache_and_puts_the_stores_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 42: the streamed append shrinks SQLite's page cache while it writes (16 MB of
+    an import's peak); what outgrows it spills to the WAL uncommitted. Same rows as
+    ``append_many``, nothing left by a late error, the store's cache size put back."""
+    monkeypatch.setattr(sqlite_stream, "STREAM_CACHE_KIB", 16)  # a few pages: it must spill
+    monkeypatch.setattr(streamed, "CHUNK", 50)
+    seen: list[int] = []
+
+    def events(store: SQLiteEventStore, fail: bool) -> Iterator[Event]:
+        for i, event in enumerate(_events("ses_a", 1500, "a")):
+            if i == 700:
+                seen.append(store._conn.execute("PRAGMA cache_size").fetchone()[0])
+                if fail:
+                    raise ValueError("a bad line late in the file")
+            yield event
+
+    with _store(tmp_path / "many.db") as store:
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 1500, "a"), 0)])
+    with _store(tmp_path / "l.db") as store:
+        own = store._conn.execute("PRAGMA cache_size").fetchone()[0]
+        with pytest.raises(ValueError, match="late in the file"):
+            store.append_stream([StreamedRequest("ses_a", events(store, True), 0)])
+        assert store.last_seq() == 0
+        assert store._conn.execute("PRAGMA cache_size").fetchone()[0] == own
+        store.append_stream([StreamedRequest("ses_a", events(store, False), 0)])
+        assert store._conn.execute("PRAGMA cache_size").fetchone()[0] == own
+        assert store.verify().ok
+    assert seen == [-16, -16] and own < -16
+    assert dump_log(tmp_path / "l.db") == dump_log(tmp_path / "many.db")
+
+
+class _InterruptedAfterTheCacheShrinks:
+    """A connection whose shrinking of the page cache takes effect and then raises, as a
+    KeyboardInterrupt arriving just after that statement would."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        cursor = self.conn.execute(sql, *args)
+        if sql == f"PRAGMA cache_size = -{sqlite_stream.STREAM_CACHE_KIB}":
+            raise KeyboardInterrupt
+        return cursor
+
+
+def test_the_stores_page_cache_is_put_back_when_interrupted_as_it_shrinks(
+    tmp_path: Path,
+) -> None:
+    """Session 43: the shrink is inside the ``try`` whose ``finally`` puts the size back."""
+    with _store(tmp_path / "l.db") as store:
+        own = store._conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn = cast(sqlite3.Connection, _InterruptedAfterTheCacheShrinks(store._conn))
+        with pytest.raises(KeyboardInterrupt):
+            sqlite_stream.write_stream(conn, [], 256)
+        assert store._conn.execute("PRAGMA cache_size").fetchone()[0] == own

@@ -26,6 +26,7 @@ from ctxledger.errors import (
     InvalidConfig,
     InvalidEvent,
     StorageFullError,
+    StoreBusy,
     StoreError,
 )
 from ctxledger.events import SessionStarted, sha256_hex
@@ -417,8 +418,9 @@ def test_a_writer_holding_the_lock_too_long_gives_a_clear_error(path: Path) -> N
         blocker = raw(path)
         blocker.execute("BEGIN IMMEDIATE")
         try:
-            with pytest.raises(StoreError, match="busy_timeout_ms"):
+            with pytest.raises(StoreBusy, match="busy_timeout_ms"):  # HTTP: 503 store_busy
                 store.append("ses_a", [message("ses_a")], 0)
+            assert store.last_seq() == 0
         finally:
             blocker.execute("ROLLBACK")
         assert store.append("ses_a", [message("ses_a")], 0) == 1

@@ -151,14 +151,20 @@ def test_an_error_naming_hostile_data_is_plain(ledger: tuple[Path, str, str, str
 def test_config_prints_hostile_settings_literally(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`ctxledger config` shows values and the file they came from: data, never markup."""
-    model = "sum-[bold]m[/italic]" + CSI_RED
+    """`ctxledger config` shows values and the file they came from: data, never markup.
+    (A summary model holding ESC is refused since session 43, as a model name is: the
+    error names it escaped.)"""
+    model = "sum-[bold]m[/italic]"
     conf = tmp_path / "c[bold]onf.toml"
     conf.write_text(f"summary_model = {json.dumps(model)}\n")
     monkeypatch.setenv("CTXLEDGER_CONFIG", str(conf))
     out = assert_plain(run(tmp_path / "l.db", "config"))
-    assert "sum-[bold]m[/italic]\\x1b[31m" in out
+    assert "sum-[bold]m[/italic]" in out
     assert "c[bold]onf.toml" in out
+    conf.write_text(f"summary_model = {json.dumps(model + CSI_RED)}\n")
+    result = run(tmp_path / "l.db", "config")
+    assert result.exit_code == 2 and not CONTROL.search(result.output), result.output
+    assert "'sum-[bold]m[/italic]\\x1b[31m'" in result.output
 
 
 def test_demo_prints_a_hostile_ledger_path_literally(tmp_path: Path) -> None:

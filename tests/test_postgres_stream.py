@@ -279,7 +279,11 @@ def test_the_server_killed_mid_import_leaves_nothing(
 ) -> None:
     """Rows of the open COPY are in the table (sent a row at a time, past the 1,000 rows
     the server's COPY buffers; the import's first row holds its event id against an
-    insert from another connection) when the server is killed."""
+    insert from another connection) when the server is killed. The probe waits until
+    the server says it has processed 1,000 rows of the COPY (``pg_stat_progress_copy``):
+    rows sent are not yet rows inserted, and under load the probe came first."""
+    from test_postgres_sealing import wait_until
+
     from ctxledger.eventstore import postgres_copy
 
     url = _url(own_server, tmp_path, "k")
@@ -289,8 +293,19 @@ def test_the_server_killed_mid_import_leaves_nothing(
     monkeypatch.setattr(postgres_copy, "_STEP", 1)
     held: list[str] = []
 
+    def copied(store: PostgresEventStore) -> int:
+        """The rows the server processed of the open COPY into the events table (-1: none)."""
+        with psycopg.connect(store._conninfo, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT coalesce(max(tuples_processed), -1) FROM pg_stat_progress_copy"
+                " WHERE relid = %s::regclass",
+                (f"{store.schema}.events",),
+            ).fetchone()
+        return int(row[0]) if row is not None else -1
+
     def probe(store: PostgresEventStore, event_id: str) -> None:
         """An insert of `event_id` from another connection waits for the import's row."""
+        wait_until(lambda: copied(store) >= 1000)  # (the first 1,000 rows inserted)
         options = f"-c search_path={store.schema} -c lock_timeout=500"
         with psycopg.connect(store._conninfo, options=options) as conn:
             try:

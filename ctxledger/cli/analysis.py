@@ -51,7 +51,7 @@ from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.refs import resolve_pin
 from ctxledger.ledger.spec import check_loop
 from ctxledger.messages import content_text
-from ctxledger.terminal import block, styled
+from ctxledger.terminal import block, inline, styled
 
 if TYPE_CHECKING:
     from ctxledger.analysis.history import History
@@ -420,7 +420,8 @@ def expand_cmd(ctx: click.Context, compaction: str, max_chars: int, as_json: boo
         )
         text = content_text(m.message)
         for call in m.message.get("tool_calls") or ():
-            text += f"\n→ {call['function']['name']}({call['function']['arguments']})"
+            # (a name is one line, escaped as ids are: it keeps no newline nor bidi mark)
+            text += f"\n→ {inline(call['function']['name'])}({call['function']['arguments']})"
         cut = (
             text
             if len(text) <= max_chars

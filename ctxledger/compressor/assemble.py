@@ -22,6 +22,7 @@ import msgspec
 
 from ctxledger.compressor import markers
 from ctxledger.compressor.markers import merge_summary, split_merged
+from ctxledger.compressor.planargs import check_apply_args, check_messages
 from ctxledger.compressor.redact import redact
 from ctxledger.errors import CompressionError
 from ctxledger.messages import INSTRUCTION_ROLES, Message, content_text
@@ -124,6 +125,8 @@ class _Builder:
     def carry(self, i: int) -> None:
         if i not in self.dropped:
             original = self.source[i]
+            if type(original) is not dict and not isinstance(original, Mapping):
+                check_messages(self.source)  # (kept as it is, it would be given back)
             plan = self.plan
             changed = i == 0 or i in self.unmerged or i in self.stripped or i == plan.merge_index
             # a message carried as it is may stay the caller's object (see apply)
@@ -184,19 +187,32 @@ def apply(
     the result, like ``recording.build_layout``, which records such messages by id).
 
     Raises CompressionError for a skip plan, a plan made for another message list, or
-    an empty summary (an empty summarizer answer is a failure, Hermes #11978).
+    an empty summary (an empty summarizer answer is a failure, Hermes #11978);
+    InvalidInput for an argument of the wrong type (``planargs``), a summary included;
+    InvalidMessage naming an item that is no message object.
     """
+    copy_carried = check_apply_args(plan, messages, summary_text, copy_carried)
     if plan.action != "compress":
         raise CompressionError(f"cannot apply a skipped plan (reason: {plan.skip_reason})")
     if len(messages) != plan.n_messages:
         raise CompressionError(
             f"the plan was made for {plan.n_messages} messages, got {len(messages)}: re-plan first"
         )
-    body = summary_text.strip() if isinstance(summary_text, str) else ""
+    body = summary_text.strip()
     if not body:
         raise CompressionError(
             "the summary text is empty; a compaction needs a summary (or a fallback)"
         )
+    try:
+        return _assembled(plan, messages, body, copy_carried)
+    except (AttributeError, TypeError, ValueError):  # (``dict("ab")``): an item that
+        check_messages(messages)  # is no message object is named
+        raise
+
+
+def _assembled(
+    plan: CompactionPlan, messages: Sequence[Mapping[str, Any]], body: str, copy_carried: bool
+) -> AssembledTranscript:
     builder = _Builder(plan, messages, body, copy_carried)
     for i in range(plan.head_end):
         builder.carry(i)

@@ -34,8 +34,10 @@ from ctxledger.inputfile import NotAFile, open_input, path_text, read_capped, sh
 from ctxledger.integers import printable, shown
 from ctxledger.limits import (
     MAX_CONTEXT_LENGTH,
+    MAX_MODEL_CHARS,
     MAX_TOKEN_COUNT,
     check_context_length,
+    check_name,
     decimal_digits,
 )
 
@@ -525,15 +527,18 @@ def build_config(
 
 
 def _check_ranges(config: CompressionConfig, recorded: frozenset[str]) -> None:
-    """A window the library accepts, and no count, token budget or number of seconds
-    past what it can mean (:data:`_INT_MAXIMUM`, a year of seconds); else InvalidConfig
-    naming the setting. Not run on a recorded snapshot, nor on the `recorded` settings:
-    they replay as recorded."""
-    if config.context_length is not None and "context_length" not in recorded:
-        try:
+    """A window the library accepts, a ``summary_model`` a model name can be, and no count,
+    token budget or number of seconds past what it can mean (:data:`_INT_MAXIMUM`, a year
+    of seconds); else InvalidConfig naming the setting. Not run on a recorded snapshot,
+    nor on the `recorded` settings: they replay as recorded."""
+    model = config.summary_model  # (recorded, shown, sent: a model name's rule)
+    try:
+        if config.context_length is not None and "context_length" not in recorded:
             check_context_length(config.context_length)
-        except InvalidInput as exc:
-            raise InvalidConfig(str(exc)) from None
+        if model is not None and "summary_model" not in recorded:
+            check_name(model, "summary_model", MAX_MODEL_CHARS)
+    except InvalidInput as exc:
+        raise InvalidConfig(str(exc)) from None
     for name, most in _INT_MAXIMUM.items():
         value = getattr(config, name)
         if value > most and name not in recorded:

@@ -48,10 +48,11 @@ from ctxledger.compressor import markers
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import Layout
 from ctxledger.compressor.markers import split_merged
+from ctxledger.compressor.planargs import check_messages, check_plan_args
 from ctxledger.compressor.plancache import PlanCache, Scan, scan
 from ctxledger.compressor.plans import CompactionPlan, OrphanAction, Role, SkipReason
 from ctxledger.compressor.prune import Prune, PruneKind
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidMessage
 from ctxledger.messages import INSTRUCTION_ROLES, content_text, is_text_content_empty
 from ctxledger.tokens import ROUGH_MESSAGE_OVERHEAD, rough_message_tokens, rough_text_tokens
 
@@ -313,17 +314,6 @@ def _framing_tokens() -> int:
     return rough_text_tokens(markers.wrap_summary("")) + ROUGH_MESSAGE_OVERHEAD
 
 
-def _checked_counts(
-    messages: Sequence[Mapping[str, Any]], token_counts: Sequence[int]
-) -> list[int]:
-    counts = list(token_counts)
-    if len(counts) != len(messages):
-        raise InvalidInput(f"token_counts has {len(counts)} entries for {len(messages)} messages")
-    if counts and (not set(map(type, counts)) <= {int} or min(counts) < 0):
-        raise InvalidInput("token_counts must be non-negative integers")
-    return counts
-
-
 def _targets(job: _Job, b: _Bounds, kept_mid: set[int]) -> list[int]:
     """The summarized messages a phase-1 rewrite may apply to, in index order."""
     layout, lo, hi = job.layout, b.head_end, b.tail_start
@@ -394,7 +384,8 @@ def plan(
     `cache` (:class:`~ctxledger.compressor.plancache.PlanCache`) reuses what an earlier
     plan of a prefix of the same message objects found; give one only for messages
     that are never mutated in place. The plan is the same with or without it.
-    Raises InvalidInput when `token_counts` does not match `messages`. This is
+    Raises InvalidInput when `token_counts` does not match `messages`, or an argument
+    is of the wrong type (InvalidConfig: the config; ``planargs``). This is
     :func:`draft` (the decision) completed with its phase-1 rewrites.
     """
     return draft(
@@ -419,7 +410,10 @@ def draft(
 
     Same arguments as :func:`plan`; ``draft(...).complete() == plan(...)``.
     """
-    counts = _checked_counts(messages, token_counts)
+    config, counts, pinned, compaction_count, force = check_plan_args(
+        messages, config, token_counts, focus=focus, pinned=pinned,
+        compaction_count=compaction_count, force=force, cache=cache,
+    )  # fmt: skip
     base: dict[str, Any] = {
         "n_messages": len(messages), "tokens_before": sum(counts), "focus": focus,
         "compaction_count": compaction_count, "forced": force,
@@ -427,7 +421,11 @@ def draft(
     }  # fmt: skip
     if not config.enabled and not force:
         return PlanDraft.final(CompactionPlan(action="skip", skip_reason="disabled", **base))
-    the_scan = scan(messages, config, cache)
+    try:
+        the_scan = scan(messages, config, cache)
+    except InvalidMessage:  # (the scan's); an item that is no message object is named
+        check_messages(messages)
+        raise
     layout = the_scan.layout
     compacted = compaction_count >= 1 or bool(layout.summaries)
     head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)

@@ -78,8 +78,11 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     def summarized_indices(self) -> list[int]:
         """Indices replaced by the summary (the middle minus pinned and carried)."""
+        middle = range(self.compress_start, self.compress_end)
+        if not self.pinned and not self.carried:
+            return list(middle)  # the common case, built in C
         kept = set(self.pinned) | set(self.carried)
-        return [i for i in range(self.compress_start, self.compress_end) if i not in kept]
+        return [i for i in middle if i not in kept]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible form, as recorded in ``SessionSwitched.plan``."""

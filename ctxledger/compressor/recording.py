@@ -10,7 +10,8 @@ session ``ToolResultsPruned``, ``SummaryGenerated``, the summarizer's
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+from typing import Any, cast
 
 import msgspec
 
@@ -89,9 +90,12 @@ def prepare(
 ) -> Prepared:
     """Plan the compaction (pure) and build the summarizer's request."""
     counts = token_counts(inp, config)
-    pinned = [
-        i for i, mid in enumerate(inp.message_ids) if mid is not None and mid in inp.pinned_ids
-    ]
+    wanted = set(inp.pinned_ids)
+    pinned = (
+        [i for i, mid in enumerate(inp.message_ids) if mid is not None and mid in wanted]
+        if wanted
+        else []
+    )
     the_plan = plan(
         inp.messages,
         config,
@@ -128,19 +132,20 @@ def summary_request(
     (update mode); the message it was merged into is summarized like any other.
     """
     replaced = {p.index: p.replacement for p in the_plan.prunes}
-    turns: list[JSON] = []
-    originals: list[JSON] = []
+    messages, indices = inp.messages, the_plan.summarized_indices()
+    get = replaced.get
+    turns: list[JSON] = [get(i, messages[i]) for i in indices]
+    originals: list[JSON] = [messages[i] for i in indices]
     previous: str | None = None
-    for i in the_plan.summarized_indices():
-        split = split_merged(inp.messages[i]) if i == the_plan.previous_summary_index else None
-        if split is not None:
-            previous, original = split
-            if original is not None:
-                turns.append(original)
-                originals.append(original)
-            continue
-        turns.append(replaced.get(i, inp.messages[i]))
-        originals.append(inp.messages[i])
+    at = the_plan.previous_summary_index
+    k = bisect.bisect_left(indices, at) if at is not None else len(indices)
+    split = split_merged(messages[at]) if k < len(indices) and indices[k] == at else None
+    if split is not None:  # a previous summary: its text goes apart, its message's own stays
+        previous, original = split
+        if original is None:
+            del turns[k], originals[k]
+        else:
+            turns[k] = originals[k] = original
     if previous is None and the_plan.previous_summary_index is not None:
         # an older summary merged into a carried message ("unmerged"): its text is the previous summary
         split = split_merged(inp.messages[the_plan.previous_summary_index])
@@ -340,7 +345,7 @@ def _summary_event(
         summarizer=result.summarizer,
         model=result.model,
         prompt_hash=result.prompt_hash or request_hash(prepared.request),
-        input_message_ids=[_id(inp, i) for i in the_plan.summarized_indices()],
+        input_message_ids=_ids(inp, the_plan.summarized_indices()),
         budget_tokens=the_plan.summary_budget_tokens,
         focus=the_plan.focus,
         previous_summary_id=prepared.previous_summary_id,
@@ -350,6 +355,16 @@ def _summary_event(
         failure_class=result.failure_class,
         usage=result.usage,
     )
+
+
+def _ids(inp: CompactionInput, indices: list[int]) -> list[str]:
+    """The ids of the messages at `indices` (one pass; :func:`_id` names a missing one)."""
+    ids = inp.message_ids
+    found = [ids[i] for i in indices]
+    if None in found:
+        for i in indices:
+            _id(inp, i)  # raises for the first without an id
+    return cast("list[str]", found)  # (no None left: checked above)
 
 
 def _id(inp: CompactionInput, index: int) -> str:

@@ -72,7 +72,7 @@ from ctxledger.eventstore.postgres_append import (
 )
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_derived import PgDerived
-from ctxledger.eventstore.postgres_errors import ConnectionLost, translated
+from ctxledger.eventstore.postgres_errors import ConnectionLost, ServerCancelled, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
 from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schema
@@ -227,8 +227,10 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
                 raise self._translate(exc, action) from exc
         raise AssertionError("unreachable")
 
-    def _translate(self, exc: psycopg.Error, action: str) -> CtxLedgerError:
-        error = translated(exc, action, self.where)
+    def _translate(
+        self, exc: psycopg.Error, action: str, *, one_transaction: bool = False
+    ) -> CtxLedgerError:
+        error = translated(exc, action, self.where, one_transaction=one_transaction)
         if isinstance(exc, psycopg_pool.PoolTimeout) and isinstance(error, ConnectionLost):
             return self._setup.timed_out(error)  # (with why new connections were refused)
         return error
@@ -519,8 +521,9 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
 
         Woken by LISTEN/NOTIFY, then re-reads by seq (a notification is not the data);
         without one it re-reads every ``max(poll_interval, 1 s)``. Reads run in worker
-        threads; a lost connection is retried with backoff, resuming after the last
-        event yielded.
+        threads; a lost connection, or a read the server cancelled (a role's lock or
+        statement timeout, a cancel, a standby's conflict: :class:`ServerCancelled`), is
+        retried with backoff, resuming after the last event yielded.
         """
         import anyio
 
@@ -534,7 +537,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
                     batch = await anyio.to_thread.run_sync(
                         self._read_batch, next_seq, MAX_SEQ, batch_size
                     )
-                except ConnectionLost:
+                except (ConnectionLost, ServerCancelled):
                     await anyio.sleep(backoff)
                     backoff = min(backoff * 2, BACKOFF_MAX)
                     continue

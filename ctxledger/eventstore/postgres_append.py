@@ -38,11 +38,18 @@ from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unpr
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
-__all__ = ["CALL_ROWS", "Appender", "client_side", "prepare", "stream_ends"]
+__all__ = ["BLOB_LOCK", "CALL_ROWS", "Appender", "client_side", "prepare", "stream_ends"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
+#: the blob lock (session 42), taken before the append lock by whoever inserts blobs in
+#: an append transaction: shared by an append that inserts its blobs before it waits for
+#: the append lock, exclusive by a streamed append (``postgres_stream``), which inserts
+#: them while it holds it. Without it such an append's uncommitted blob and the import's
+#: insert of the same ref waited on each other, and deadlock detection could abort the
+#: import; with one order (blob lock, then append lock) no such cycle can form.
+BLOB_LOCK = "pg_advisory_xact_lock{}(%s, %s)"
 #: lock, tail, the named streams' ids and versions, the next stream id (after a BEGIN);
 #: the statements a connection prepared (:func:`prepare`): planned once per connection
 _HEAD = (
@@ -108,6 +115,11 @@ class Appender:
     def __init__(self, key: int, channel: str) -> None:
         self.key = key
         self.channel = channel
+        #: the blob lock's key (:data:`BLOB_LOCK`): the append lock's 64 bits as two
+        #: int4s, a key space of its own (advisory locks on two int4s never clash with
+        #: those on one int8)
+        high, low = key >> 32, key & 0xFFFFFFFF
+        self.blob_key = (high, low - (1 << 32) if low >= 1 << 31 else low)
         self._key = b"%d" % key
         self._channel = channel.encode()
         #: set when prepared statements do not hold on this store's connections (:meth:`held`)
@@ -246,8 +258,8 @@ class Appender:
         names = [batch.stream for batch in batches]
         cur = psycopg.ClientCursor(conn)
         try:
-            if new_blobs:
-                cur.execute("BEGIN")
+            if new_blobs:  # the blob lock (shared) before the blobs, as the import's
+                cur.execute("BEGIN; SELECT " + BLOB_LOCK.format("_shared"), self.blob_key)
                 self._store_blobs(conn, new_blobs)  # before the lock: big bytes, no ordering
             # the lock first; then statements of their own, whose snapshots see every commit
             head = (self.key, self.channel, names, len(names))

@@ -6,7 +6,10 @@ count), so an import held its whole log in memory. :meth:`StreamWriter.write` ta
 and writes :data:`~ctxledger.eventstore.streamed.CHUNK` events at a time, validated and
 encoded by ``prepare_append`` as for ``append_many``, in one explicit transaction:
 
-    BEGIN; SELECT pg_advisory_xact_lock(key); ctxledger_seal(channel)   -- once, lazily
+    BEGIN; blob lock (exclusive); append lock;  -- once
+      SET LOCAL statement_timeout, idle_in_transaction_session_timeout = 0;
+      (from PostgreSQL 17) transaction_timeout = 0 for the transaction too;
+      ctxledger_seal(channel)
     per CHUNK events of requests (or one request's first full chunk): their streams
       made when missing and looked up in one round trip, the expected versions checked,
       their new blobs (INSERT … ON CONFLICT DO NOTHING), their rows into one binary COPY
@@ -47,7 +50,7 @@ from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput, Sto
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import StreamedRequest
-from ctxledger.eventstore.postgres_append import Appender
+from ctxledger.eventstore.postgres_append import BLOB_LOCK, Appender
 from ctxledger.eventstore.postgres_copy import RowPacker
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 from ctxledger.eventstore.streamed import PreparedChunk, checked_request, prepared_chunks
@@ -56,7 +59,25 @@ __all__ = ["PgStreamed", "StreamWriter"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
-_LOCK = "BEGIN; SELECT pg_advisory_xact_lock(%s); " + q.SEAL.replace("$1", "%s")
+#: the transaction's locks and guards. The blob lock (exclusive) before the append
+#: lock, the one order every appender inserting blobs takes them in
+#: (``postgres_append.BLOB_LOCK``); the role's ``statement_timeout`` and ``lock_timeout``
+#: still bound these waits (each statement of the message has its own timeout). Then
+#: the caller's generators run inside the transaction, mostly with a ``COPY`` open: a
+#: ``statement_timeout`` would cut that one statement when the import is slow as a
+#: whole, an ``idle_in_transaction_session_timeout`` the transaction between
+#: statements, PostgreSQL 17's ``transaction_timeout`` the whole; all off once the locks
+#: are held, for this transaction only (``SET LOCAL``; the last one set only from 17 on,
+#: an older server knows no such setting)
+_LOCK = (
+    "BEGIN; SELECT "
+    + BLOB_LOCK.format("")
+    + "; SELECT pg_advisory_xact_lock(%s);"
+    + " SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0;"
+    + " SELECT set_config('transaction_timeout', '0', true)"
+    + " WHERE current_setting('server_version_num')::int >= 170000; "
+    + q.SEAL.replace("$1", "%s")
+)
 #: the streams with rows made when missing, in name order (as ``append_many``'s ``COPY``
 #: head makes them), then every named stream's id and version: one round trip
 _PLACE = (
@@ -77,7 +98,7 @@ class PgStreamed:
     _blob_threshold: int
     _closed: bool
     where: str
-    _translate: Callable[[psycopg.Error, str], CtxLedgerError]
+    _translate: Callable[..., CtxLedgerError]  # (exc, action, *, one_transaction)
 
     def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """``append_many`` of requests whose events may be generators, encoded and
@@ -87,20 +108,20 @@ class PgStreamed:
             raise StoreError(
                 f"the event store {self.where} is closed; open a new PostgresEventStore"
             )
-        key, channel = self._appender.key, self._appender.channel
         try:
             with self._pool.connection() as conn:
-                return StreamWriter(conn, key, channel, self._blob_threshold).write(requests)
+                return StreamWriter(conn, self._appender, self._blob_threshold).write(requests)
         except psycopg.Error as exc:
-            raise self._translate(exc, "append") from exc
+            raise self._translate(exc, "append", one_transaction=True) from exc
 
 
 class StreamWriter:
     """One streamed append on `conn` (an autocommit pool connection) for the ledger
-    whose append lock is `key` and notify channel `channel`."""
+    whose append lock, blob lock and notify channel `appender` holds."""
 
-    def __init__(self, conn: Conn, key: int, channel: str, threshold: int) -> None:
-        self.conn, self.key, self.channel, self.threshold = conn, key, channel, threshold
+    def __init__(self, conn: Conn, appender: Appender, threshold: int) -> None:
+        self.conn, self.threshold = conn, threshold
+        self.key, self.channel, self.blob_key = appender.key, appender.channel, appender.blob_key
         self.cur = psycopg.ClientCursor(conn)
         #: (seq, chain value) of the log's end once the lock is held, else None
         self.tail: tuple[int, str] | None = None
@@ -150,7 +171,7 @@ class StreamWriter:
     def _locked(self) -> tuple[int, str]:
         """The append lock taken (once), what waits sealed: the log's (seq, chain value)."""
         if self.tail is None:
-            self.cur.execute(_LOCK, (self.key, self.channel))
+            self.cur.execute(_LOCK, (*self.blob_key, self.key, self.channel))
             while self.cur.nextset():  # (the seal's result is the last one)
                 pass
             row = self.cur.fetchone()

@@ -79,24 +79,30 @@ def already_stored(
             where, *stored = row
             if where != batch.stream:
                 raise DuplicateEventError(
-                    f"event id {quoted(event_id)} is already stored in stream {shown(where)}, not "
-                    f"{quoted(batch.stream)}; give every new event a fresh id"
+                    f"event id {_id(event_id)} is already stored in stream {_id(where)}, not "
+                    f"{_id(batch.stream)}; give every new event a fresh id"
                 )
             if stored != [kind, schema, payload] and not _same_event(
                 stored, kind, (schema, payload), get_blob
             ):
                 raise DuplicateEventError(
-                    f"event id {quoted(event_id)} is already stored in stream {quoted(batch.stream)} "
+                    f"event id {_id(event_id)} is already stored in stream {_id(batch.stream)} "
                     "holding another event; a re-send must be the same events; give "
                     "every new event a fresh id"
                 )
             found = found or event_id
     if found is not None and missing is not None:
         raise DuplicateEventError(
-            f"this append mixes stored event ids ({quoted(found)}) with new ones ({quoted(missing)}): "
+            f"this append mixes stored event ids ({_id(found)}) with new ones ({_id(missing)}): "
             "re-send exactly the batch that was written, or give new events fresh ids"
         )
     return found is not None
+
+
+def _id(value: object) -> str:
+    """An id (an event's, a stream's) as these errors name it: whole, to be copied; a
+    stored column's NULL as ``NULL``."""
+    return shown(value, whole=True)
 
 
 def _same_event(

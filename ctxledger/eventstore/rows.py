@@ -17,6 +17,7 @@ from typing import Literal, Union
 
 import msgspec
 
+from ctxledger import integers
 from ctxledger.errors import IntegrityError, InvalidEvent, UnknownBlob
 from ctxledger.events import (
     EVENT_DECODER,
@@ -35,7 +36,6 @@ from ctxledger.eventstore.contents import (
     layout_problem,
     layout_refs,
 )
-from ctxledger.integers import shown as quoted
 from ctxledger.messages import JSON
 
 #: how an append's rows are chained: ``"per_event"`` (a :func:`chain_hash` per row) or
@@ -103,9 +103,8 @@ _link_header: Callable[[tuple[object, ...]], bytes] = msgspec.json.Encoder().enc
 def row_digest(payload: bytes) -> str:
     """A row's own digest in the linked format: crc32 of its payload, in decimal.
 
-    It only locates a damaged row inside an append; the append's sha256 link
-    (:func:`link_hash`), which covers the digests and the payloads, is the tamper seal.
-    Decimal, at most 10 digits: never mistaken for a 64-hex-digit per-event hash.
+    It only locates a damaged row in an append (its sha256 :func:`link_hash`, over the
+    digests and payloads, is the seal): 10 decimal digits at most, never a 64-hex hash.
     """
     return str(zlib.crc32(payload))
 
@@ -191,10 +190,10 @@ def undecodable(seq: int, problem: object) -> InvalidEvent:
     )
 
 
-def shown(value: object) -> str:
+def shown(value: object, *, whole: bool = False) -> str:
     """A column's value as an error names it: ``NULL`` or quoted short (a file's column may
-    hold megabytes or control bytes)."""
-    return "NULL" if value is None else quoted(value)
+    hold megabytes or control bytes); `whole`: an id, quoted whole to be copied (``shown_id``)."""
+    return "NULL" if value is None else (integers.shown_id if whole else integers.shown)(value)
 
 
 def decode_stored(payload: bytes, schema: int) -> Event:
@@ -463,7 +462,8 @@ class ChainVerifier:
             return self._blame(row, f"gap in the log: seq {self.next_seq} is missing")
         if version != previous_version + 1:
             return self._blame(
-                row, f"gap in stream {shown(stream)}: version {version} follows {previous_version}"
+                row,
+                f"gap in stream {shown(stream, whole=True)}: version {version} follows {previous_version}",
             )
         linked = split_linked(stored_hash)
         if self._open and (linked is None or self._open[0][1] != stream):

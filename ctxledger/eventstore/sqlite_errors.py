@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from ctxledger.errors import CtxLedgerError, IntegrityError, StorageFullError, StoreError
+from ctxledger.errors import (
+    CtxLedgerError,
+    IntegrityError,
+    StorageFullError,
+    StoreBusy,
+    StoreError,
+)
 from ctxledger.eventstore.space import PAGE_SIZE, out_of_space
 
 __all__ = ["check_numbered", "translated", "undecoded"]
@@ -25,7 +31,7 @@ def translated(exc: sqlite3.Error, where: str, path: str, busy_timeout_ms: int) 
             "(or raise max_page_count / ulimit -f) and retry"
         )
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        return StoreError(
+        return StoreBusy(
             f"{where}: another writer held the lock for more than {busy_timeout_ms} ms; "
             "retry, or open the store with a larger busy_timeout_ms"
         )

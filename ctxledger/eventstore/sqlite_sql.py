@@ -13,6 +13,7 @@ from ctxledger.events import MessageAppended
 TAIL = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
 LAST_SEQ = "SELECT max(seq) FROM events"
 DATA_VERSION = "PRAGMA data_version"
+CACHE_SIZE = "PRAGMA cache_size"
 # a stream's version is the max of its events' versions: one seek in events_by_stream
 VERSION_OF = (
     "(SELECT coalesce(max(version), 0) FROM events WHERE events.stream_id = streams.stream_id)"
@@ -46,6 +47,11 @@ INSERT_EVENT = (
 BLOCK = 64
 #: the payloads of a streamed append, read back into its link (``sqlite_stream``)
 PAYLOADS = "SELECT payload FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq"
+#: its header's four lists, read back the same way (one column each: nothing is held)
+LINK_IDS, LINK_KINDS, LINK_SCHEMAS, LINK_DIGESTS = (
+    f"SELECT {c} FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq"
+    for c in ("event_id", "kind", "schema", "hash")
+)
 INSERT_BLOCK = INSERT_EVENT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (BLOCK - 1)
 ROW_OF_EVENT = (
     "SELECT s.stream, e.kind, e.schema, e.payload"

@@ -62,7 +62,14 @@ from ctxledger.ledger.spec import (
 )
 from ctxledger.ledger.streamappend import append_streamed
 from ctxledger.limits import check_context_length, check_seq, check_text
-from ctxledger.messages import JSON, CallIdRepair, CallLedger, repair_call_ids, validate_messages
+from ctxledger.messages import (
+    JSON,
+    CallIdRepair,
+    CallLedger,
+    check_message_list,
+    repair_call_ids,
+    validate_messages,
+)
 from ctxledger.projections import (
     ChainsProjection,
     Lineage,
@@ -346,8 +353,7 @@ class Ledger:
         InvalidMessage naming the first problem that is not a re-used id.
         """
         self.live_session(session_id)
-        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
-            raise InvalidInput("messages must be a list of message objects")
+        check_message_list(messages)
         calls = self.call_ledger(session_id)
         repaired, repairs = repair_call_ids(list(messages), calls, lambda i, j: self.ids("call"))
         return validate_messages(repaired, calls), repairs

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from ctxledger.errors import ContextOverflowError, InvalidInput
-from ctxledger.integers import printable, shown
+from ctxledger.integers import printable, shown, written
 from ctxledger.runtime import overflow_patterns as pt
 
 ErrorKind = Literal[
@@ -122,7 +122,7 @@ def _walk(node: Any, depth: int) -> Iterator[tuple[str, str]]:
         return
     if isinstance(node, Mapping):
         for key, value in node.items():
-            lowered = str(key).lower()
+            lowered = written(key).lower()
             if isinstance(value, str):
                 if lowered in _TEXT_KEYS:
                     inner = _maybe_json(value)
@@ -135,7 +135,7 @@ def _walk(node: Any, depth: int) -> Iterator[tuple[str, str]]:
             elif isinstance(value, Mapping | list):
                 yield from _walk(value, depth + 1)
             elif lowered in _NUMBER_KEYS and isinstance(value, int) and not isinstance(value, bool):
-                yield "text", f"{lowered}: {value}"
+                yield "text", f"{lowered}: {written(value)}"
     elif isinstance(node, list):
         for item in node:
             yield from _walk(item, depth + 1)
@@ -157,9 +157,9 @@ def _read_body(body: Any) -> tuple[str, frozenset[str]]:
     elif isinstance(body, str):
         decoded = _maybe_json(body)
     else:  # a number, a bool, anything else: its text is all there is
-        return str(body)[:_HAYSTACK_CHARS], frozenset()
+        return written(body)[:_HAYSTACK_CHARS], frozenset()
     if decoded is None:
-        return str(body)[:_HAYSTACK_CHARS], frozenset()
+        return written(body)[:_HAYSTACK_CHARS], frozenset()
     texts: list[str] = []
     codes: set[str] = set()
     for kind, value in _walk(decoded, 0):
@@ -172,9 +172,9 @@ def _read_body(body: Any) -> tuple[str, frozenset[str]]:
         try:
             texts.append(msgspec.json.encode(decoded).decode())
         except (TypeError, msgspec.EncodeError):
-            texts.append(str(decoded))
-        except RecursionError:  # a body holding itself, or nesting thousands of levels
-            texts.append(shown(decoded))
+            texts.append(written(decoded))
+        except (RecursionError, ValueError):  # a body holding itself, or nesting thousands
+            texts.append(shown(decoded))  # of levels; an int past Python's 4,300 digits
     return "\n".join(texts)[:_HAYSTACK_CHARS], frozenset(codes)
 
 

@@ -37,7 +37,7 @@ from ctxledger.integers import shown as quoted
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.prompt import role_change
 from ctxledger.ledger.spec import SessionSpec, checked_tools
-from ctxledger.messages import JSON, CallIdRepair, check_system_role
+from ctxledger.messages import JSON, CallIdRepair, check_message_list, check_system_role
 from ctxledger.runtime.caching import (
     apply_cache_markers,
     native_cache_layout,
@@ -284,8 +284,7 @@ class ServiceCore:
         `system_role` (``system`` or ``developer``): the session's prompt is recorded in
         that role in the same append when it holds it in the other (None: as held).
         """
-        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
-            raise InvalidInput("messages must be a list of message objects")
+        check_message_list(messages)
         batch = list(messages)
         role = None if system_role is None else check_system_role(system_role)
         if expected_version is None:

@@ -16,7 +16,13 @@ from ctxledger.events import Trigger
 from ctxledger.eventstore.contents import shared_contents
 from ctxledger.integers import shown
 from ctxledger.ledger.compaction import CompactionOutcome
-from ctxledger.limits import MAX_FOCUS_CHARS, check_name, check_token_count, replaying
+from ctxledger.limits import (
+    MAX_FOCUS_CHARS,
+    MAX_SESSION_ID_CHARS,
+    check_name,
+    check_token_count,
+    replaying,
+)
 from ctxledger.messages import CallIdRepair, check_new_messages
 
 
@@ -79,6 +85,8 @@ def host_size(
         )
     if agent is not None and (not isinstance(agent, str) or not agent):
         raise InvalidInput(f"agent must be a non-empty string, got {shown(agent)}")
+    if agent is not None:  # (recorded and shown: no control characters, an id's length)
+        check_name(agent, "agent", MAX_SESSION_ID_CHARS)
     if tokens is not None:
         tokens = check_token_count(tokens, "tokens")
     if beyond is not None and not is_int(beyond):

@@ -67,7 +67,7 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
         except Exception as exc:
             status = 0 if isinstance(exc, HTTPError) else classify(exc)[0]
             # the path as a client sent it, decoded: %1b is an ESC (shown escaped)
-            if status == 503:  # the store's server out of reach: expected, one line
+            if status == 503:  # the store out of reach or busy: expected, one line
                 log.warning(
                     "%s %s: %s", request.method, inline(request.scope["path"]), message_of(exc)
                 )

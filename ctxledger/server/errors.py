@@ -25,6 +25,7 @@ from ctxledger.errors import (
     NotFound,
     SessionEndedError,
     StorageFullError,
+    StoreBusy,
     UnknownBlob,
     UnknownCompaction,
     UnknownMessage,
@@ -46,6 +47,7 @@ _MAP: tuple[tuple[type[Exception], int, str], ...] = (
     (SessionEndedError, 409, "session_ended"),
     (StorageFullError, 507, "storage_full"),
     (ConnectionLost, 503, "store_unavailable"),
+    (StoreBusy, 503, "store_busy"),
     (IntegrityError, 500, "integrity_error"),
     (ContextOverflowError, 422, "context_overflow"),
     (CompressionError, 502, "compression_failed"),
@@ -53,7 +55,8 @@ _MAP: tuple[tuple[type[Exception], int, str], ...] = (
 )
 
 
-#: 401: how to authenticate; 503 (the store's server out of reach): when to try again
+#: 401: how to authenticate; 503 (the store's server out of reach, or the store busy:
+#: a lock held too long, a deadlock, a timeout): when to try again
 _HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "1"}}
 
 

@@ -29,7 +29,12 @@ _ERRORS = {
     "401": "unauthorized: missing or wrong bearer token (nothing appended)",
     "404": "unknown_session / not_found",
     "422": "invalid_input / invalid_message: bad input, nothing appended",
-    "503": "store_unavailable: the ledger's PostgreSQL server is out of reach; retry later",
+    "503": (
+        "store_unavailable: the ledger's PostgreSQL server is out of reach; store_busy: "
+        "another session held the ledger up (a lock, a deadlock, a timeout); retry after "
+        "Retry-After (a write may be stored: re-send with expected_version or an "
+        "Idempotency-Key)"
+    ),
 }
 
 

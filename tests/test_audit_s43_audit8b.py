@@ -71,6 +71,16 @@ _SQLFLUFF = (
         ("tests/x.py::test_a[t/d/x/a.sql-]", ["tests/x.py", "t/d/x/a.sql"]),
         # the bracket is not closed on its line
         ("tests/x.py::test_a[t/d/x/a.sql-x\n]", ["tests/x.py", "t/d/x/a.sql-x"]),
+        # a blank, a tab or a NUL inside: no parameter ids (pytest writes no blank there;
+        # prose in brackets is no id, and a NUL joins two texts): nothing is cut
+        ("tests/x.py::test_a[a/b L031-aliases.sql-v2]", ["tests/x.py"]),
+        ("tests/x.py::test_a[a/b\tL031-aliases.sql-v2]", ["tests/x.py"]),
+        ("tests/x.py::test_a[t/d/a.sql-1\x00b]", ["tests/x.py", "t/d/a.sql-1"]),
+        ("tests/x.py::test_a[b\x00t/d/a.sql-1]", ["tests/x.py", "t/d/a.sql-1"]),
+        (
+            "pytest tests/x.py::test_a[ then I renamed src/app.py-old to src/app.py-new ]",
+            ["tests/x.py"],
+        ),
     ],
 )
 def test_a_path_in_a_pytest_parameter_id(text: str, expected: list[str]) -> None:
@@ -91,6 +101,14 @@ def test_a_path_in_a_pytest_parameter_id(text: str, expected: list[str]) -> None
         ("data/a.sql", "x.txt::test_a[data/a.sql-old]", False),
         ("data/a.foo", "tests/x.py::test_a[data/a.foo-x]", False),
         ("aliases.sql", "tests/x.py::test_a[L031-aliases.sql-v2]", False),
+        # a blank or a NUL inside the brackets: no parameter ids, no separator
+        ("aliases.sql", "tests/x.py::test_a[a/b L031-aliases.sql-v2]", False),
+        (
+            "src/app.py",
+            "pytest tests/x.py::test_a[ then I renamed src/app.py-old to src/app.py-new ]",
+            False,
+        ),
+        ("t/d/a.sql", "tests/x.py::test_a[b\x00t/d/a.sql-1]", False),
     ],
 )
 def test_a_view_keeps_a_path_written_as_a_parameter(value: str, view: str, kept: bool) -> None:
@@ -135,6 +153,39 @@ def test_a_path_before_parameters_is_found_and_kept(
     assert not view_keeps("path", path, f"moved {path}-{parameters[0].strip('-')} away")
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_NAME, min_size=1, max_size=3),
+    _NAME,
+    _EXTENSION,
+    st.lists(_PARAMETER, min_size=1, max_size=3),
+    st.sampled_from(["bare", "no node id", "a blank", "a NUL"]),
+)
+@example(["d"], "aliases", ".sql", ["v2"], "bare")
+@example(["a", "b"], "aliases", ".sql", ["v2"], "a blank")
+def test_a_name_glued_on_by_a_dash_is_not_cut_there(
+    folders: list[str], name: str, extension: str, parameters: list[str], shape: str
+) -> None:
+    """Property (round 3): where the brackets are no parameter ids, or the name has no
+    folder, ``-`` and more after the extension stay one longer name: the path before
+    the dash is neither extracted nor kept."""
+    path = "/".join([*folders, name]) + extension
+    if shape == "bare":  # a parameter before it may be glued on: where it starts is unknown
+        path = name + extension
+        inside = "-".join([folders[0], path, *parameters])
+    else:
+        inside = "-".join([path, *parameters])
+    node = "tests/test_x.py::test_y"
+    line = {
+        "bare": f"{node}[{inside}] PASSED\n",
+        "no node id": f"see [{inside}] PASSED\n",
+        "a blank": f"{node}[{inside} x] PASSED\n",
+        "a NUL": f"{node}[x\x00{inside}] PASSED\n",
+    }[shape]
+    assert path not in facts_of(line, "path")
+    assert not view_keeps("path", path, line)
+
+
 _PIECES = [
     "a",
     "x/",
@@ -152,6 +203,17 @@ _PIECES = [
     "_",
     "é",
     ".tar.gz",
+    # round 3: a name's other characters, other blanks, a NUL (two joined texts), a
+    # lone ``:``, a modifier letter and an Arabic-Indic digit
+    "+",
+    "@",
+    "~",
+    "\t",
+    "\r",
+    "\x00",
+    ":",
+    "\u02b0",
+    "\u0663",
 ]
 
 

@@ -5,8 +5,9 @@ brackets (``tests/x.py::test_read[data/utf-8.sql-autodetect-False]``). Elsewhere
 ``-`` and more of a name after a known extension is one longer name (``app.py-old``, a
 backup), but inside those brackets it starts the next parameter: the path there is
 ``data/utf-8.sql``. Only a path with a folder is cut there: a ``-`` joins parameters
-before it too, so a bare name's start is not written (``[L031-aliases.sql-v2]``). :func:`parameter_spans` gives those separators; path finding blanks
-them (same length), and the matcher reads the brackets with them blanked too
+before it too, so a bare name's start is not written (``[L031-aliases.sql-v2]``).
+:func:`parameter_spans` gives those separators; path finding blanks them (same
+length), and the matcher reads the brackets with them blanked too
 (:func:`parameter_ids`), so a path written as a parameter is found and stated alike.
 """
 
@@ -19,8 +20,9 @@ from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
 __all__ = ["parameter_ids", "parameter_spans"]
 
 #: a node id's test (after a ``.py`` file and ``::``, maybe a class's ``::``) and its
-#: parameter ids in brackets on one line (group 1): no bracket inside
-_NODE_PARAMETERS = re.compile(r"\.py(?:::\w+)+\[([^\[\]\n]*)\]")
+#: parameter ids in brackets (group 1): no bracket, no blank and no NUL inside (pytest
+#: writes none there; a NUL joins two texts, which one bracket does not span)
+_NODE_PARAMETERS = re.compile(r"\.py(?:::\w+)+\[([^\[\]\s\x00]*)\]")
 #: a known extension and its second suffixes ending a name (as written, after a name's
 #: character), then the ``-`` (group 1) that starts the next parameter's id
 _EXTENSION_DASH = re.compile(
@@ -41,10 +43,12 @@ def parameter_ids(text: str) -> list[str] | None:
     these too."""
     ids: dict[str, None] = {}
     for (start, end), spans in _separated(text):
-        chars = list(text[start:end])
-        for at, _ in spans:
-            chars[at - start] = " "
-        ids["".join(chars)] = None
+        pieces, at = [], start
+        for dash, after in spans:
+            pieces += (text[at:dash], " ")
+            at = after
+        pieces.append(text[at:end])
+        ids["".join(pieces)] = None
     return list(ids) or None
 
 
@@ -58,9 +62,11 @@ def _separated(text: str) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]
     found = []
     for node in _NODE_PARAMETERS.finditer(text):
         start, end = node.span(1)
+        if text.find("/", start, end) == -1:  # no folder: nothing is cut (the most ids)
+            continue
         spans, after = [], start
         for dash in _EXTENSION_DASH.finditer(text, start, end):
-            if "/" in text[after : dash.start(1)]:
+            if text.find("/", after, dash.start(1)) != -1:
                 spans.append(dash.span(1))
             after = dash.end(1)
         if spans:

@@ -119,7 +119,7 @@ def tree_branches(text: str) -> list[tuple[int, int]]:
 
 def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
     """Session 43: in a pytest node id's parameter brackets (a ``.py`` file, then
-    ``::`` and a name one or more times, then ``[``, no bracket nor newline, then ``]``),
+    ``::`` and a name one or more times, then ``[``, no bracket, blank or NUL, then ``]``),
     each ``-`` right after a name ending with a known extension (and second suffixes),
     the name's last character before the dot a letter, digit, ``_``, ``+``, ``@`` or
     ``~``, when what follows the ``-`` is no blank and no ``]``, and a ``/`` stands
@@ -130,12 +130,18 @@ def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
         while at != -1:
             close = line.find("]", at)
             inside = line[at + 1 : close] if close != -1 else ""
-            if close != -1 and "[" not in inside and _node_before(line[:at]):
+            if close != -1 and _one_id(inside) and _node_before(line[:at]):
                 spans.extend(
                     (line_start + at + 1 + d, line_start + at + 2 + d) for d in _dashes(inside)
                 )
             at = line.find("[", at + 1)
     return spans
+
+
+def _one_id(inside: str) -> bool:
+    """Whether `inside` can be a bracket's parameter ids: no bracket, no blank of any
+    kind (pytest writes none; prose is no id) and no NUL (it joins two texts)."""
+    return not any(c in "[]\x00" or c.isspace() for c in inside)
 
 
 def _lines(text: str) -> list[tuple[int, str]]:

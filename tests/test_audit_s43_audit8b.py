@@ -23,7 +23,7 @@ from __future__ import annotations
 import pytest
 from helpers.fact_checks import facts_of, view_keeps
 from helpers.reference_facts.pathmasks import pytest_parameter_dashes
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.compressor.factparams import parameter_ids, parameter_spans
@@ -168,7 +168,9 @@ def test_a_name_glued_on_by_a_dash_is_not_cut_there(
 ) -> None:
     """Property (round 3): where the brackets are no parameter ids, or the name has no
     folder, ``-`` and more after the extension stay one longer name: the path before
-    the dash is neither extracted nor kept."""
+    the dash is neither extracted nor kept. (A number after the dash and another dash
+    read as grep's context line, ``a.sql-1-x``, as on main: left to that rule.)"""
+    assume(not parameters[0].lstrip("-").isdigit())
     path = "/".join([*folders, name]) + extension
     if shape == "bare":  # a parameter before it may be glued on: where it starts is unknown
         path = name + extension

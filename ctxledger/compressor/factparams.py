@@ -43,7 +43,8 @@ def parameter_ids(text: str) -> list[str] | None:
     these too."""
     ids: dict[str, None] = {}
     for (start, end), spans in _separated(text):
-        pieces, at = [], start
+        pieces: list[str] = []
+        at = start
         for dash, after in spans:
             pieces += (text[at:dash], " ")
             at = after

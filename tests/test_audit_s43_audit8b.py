@@ -71,6 +71,14 @@ _SQLFLUFF = (
         ("tests/x.py::test_a[t/d/x/a.sql-]", ["tests/x.py", "t/d/x/a.sql"]),
         # the bracket is not closed on its line
         ("tests/x.py::test_a[t/d/x/a.sql-x\n]", ["tests/x.py", "t/d/x/a.sql-x"]),
+        # a ``-`` with a ``/`` after it before the next such ``-``: a folder's name goes
+        # on (round 3); a later ``-`` after an extension still separates
+        (
+            "tests/x.py::test_a[examples/three.js-master/a.json]",
+            ["tests/x.py", "examples/three.js-master/a.json"],
+        ),
+        ("tests/x.py::test_a[d/a.sql-1/e.py-2]", ["tests/x.py", "d/a.sql-1/e.py"]),
+        ("tests/x.py::test_a[d/a.js-m/b.sql-x-c.py-1]", ["tests/x.py", "d/a.js-m/b.sql"]),
         # a blank, a tab or a NUL inside: no parameter ids (pytest writes no blank there;
         # prose in brackets is no id, and a NUL joins two texts): nothing is cut
         ("tests/x.py::test_a[a/b L031-aliases.sql-v2]", ["tests/x.py"]),
@@ -101,6 +109,12 @@ def test_a_path_in_a_pytest_parameter_id(text: str, expected: list[str]) -> None
         ("data/a.sql", "x.txt::test_a[data/a.sql-old]", False),
         ("data/a.foo", "tests/x.py::test_a[data/a.foo-x]", False),
         ("aliases.sql", "tests/x.py::test_a[L031-aliases.sql-v2]", False),
+        (
+            "examples/three.js-master/a.json",
+            "tests/x.py::test_a[examples/three.js-master/a.json]",
+            True,
+        ),
+        ("examples/three.js", "tests/x.py::test_a[examples/three.js-master/a.json]", False),
         # a blank or a NUL inside the brackets: no parameter ids, no separator
         ("aliases.sql", "tests/x.py::test_a[a/b L031-aliases.sql-v2]", False),
         (
@@ -222,6 +236,7 @@ _PIECES = [
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=40))
 @example(["x/", ".py", "::", "t", "::", "t", "[", "a", ".sql", "-", "1", "]"])
+@example(["a", ".py", "::", "t", "[", "x/", ".j2", "-", "x/", ".sql", "-", "1", "]"])
 @example(["a", ".py", "::", "t", "[", "a", "]", ".py", "::", "t", "[", "a", ".sql", "-", "-", "]"])
 def test_the_separators_are_the_references(pieces: list[str]) -> None:
     """Property: production's separators are the reference's on any soup of the pieces

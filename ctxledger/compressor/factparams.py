@@ -57,7 +57,9 @@ def _separated(text: str) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]
     """Each parameter bracket's inside holding a separator, with the separators' spans:
     a ``-`` after a known extension whose name has a folder since the bracket or the
     last such ``-`` (``[L031-aliases.sql-v2]`` may be the rule ``L031`` and the file
-    ``aliases.sql``: where a bare name starts is not written, so it is left whole)."""
+    ``aliases.sql``: where a bare name starts is not written, so it is left whole). A
+    ``-`` followed by a ``/`` before the next such ``-`` (or the bracket's end) is no
+    separator: the name goes on as a folder's (``[examples/three.js-master/a.json]``)."""
     if "::" not in text:
         return []
     found = []
@@ -65,11 +67,15 @@ def _separated(text: str) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]
         start, end = node.span(1)
         if text.find("/", start, end) == -1:  # no folder: nothing is cut (the most ids)
             continue
+        dashes = [dash.span(1) for dash in _EXTENSION_DASH.finditer(text, start, end)]
         spans, after = [], start
-        for dash in _EXTENSION_DASH.finditer(text, start, end):
-            if text.find("/", after, dash.start(1)) != -1:
-                spans.append(dash.span(1))
-            after = dash.end(1)
+        for at, (dash, past) in enumerate(dashes):
+            upto = dashes[at + 1][0] if at + 1 < len(dashes) else end
+            if text.find("/", past, upto) != -1:
+                continue  # a folder's name goes on (``[a/three.js-master/b.json]``)
+            if text.find("/", after, dash) != -1:
+                spans.append((dash, past))
+            after = past
         if spans:
             found.append(((start, end), spans))
     return found

@@ -165,19 +165,30 @@ def _node_before(head: str) -> bool:
 
 
 def _dashes(inside: str) -> list[int]:
-    """Where a ``-`` after a known extension starts the next parameter in `inside`."""
+    """Where a ``-`` after a known extension starts the next parameter in `inside`: not
+    where a ``/`` follows before the next such ``-`` (a folder's name goes on,
+    ``three.js-master/``), and only after a ``/`` since the last separator."""
+    candidates = [d for d in range(len(inside)) if _after_extension(inside, d)]
     found, since = [], 0
-    for d, char in enumerate(inside):
-        after = inside[d + 1 : d + 2]
-        if char != "-" or after == "" or after.isspace():
+    for at, d in enumerate(candidates):
+        nxt = candidates[at + 1] if at + 1 < len(candidates) else len(inside)
+        if "/" in inside[d + 1 : nxt]:
             continue
-        name = inside[:d]
-        ext = _ENDS_WITH_EXT.search(name)
-        if ext is None or ext.start() == 0:
-            continue
-        before = name[ext.start() - 1]
-        if before.isalnum() or before in "_+@~":
-            if "/" in inside[since:d]:  # (a bare name's start is not written: left whole)
-                found.append(d)
-            since = d + 1
+        if "/" in inside[since:d]:  # (a bare name's start is not written: left whole)
+            found.append(d)
+        since = d + 1
     return found
+
+
+def _after_extension(inside: str, d: int) -> bool:
+    """Whether ``inside[d]`` is a ``-`` after a name ending with a known extension, the
+    name's character before the dot a letter, digit, ``_``, ``+``, ``@`` or ``~``, and
+    something but a blank after it."""
+    after = inside[d + 1 : d + 2]
+    if inside[d] != "-" or after == "" or after.isspace():
+        return False
+    ext = _ENDS_WITH_EXT.search(inside[:d])
+    if ext is None or ext.start() == 0:
+        return False
+    before = inside[ext.start() - 1]
+    return before.isalnum() or before in "_+@~"

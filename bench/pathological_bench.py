@@ -4,7 +4,8 @@ A 200-message coding session, and the same session holding one 20 KB non-JSON to
 argument (a single 20,000-character word: the shape that was quadratic); and the same
 session holding one 10 MB user message, or one 1 MB user message of RST titles
 underlined ever shorter, or of two long runs of backticks (session 34's reviews: both
-were quadratic in the fence reader). Each figure is the time of the operation on the
+were quadratic in the fence reader), or one 4 MB user message dense in pytest node ids
+(session 43). Each figure is the time of the operation on the
 session with the odd message, beside the same operation on the plain session (the
 baseline), in this process (no CLI start-up) but for ``whatif_cli``. Goal: ratio <= 2.
 
@@ -18,7 +19,7 @@ sessions, compacted, written to ledger files, and ``ctxledger --db F replay SID
 ``RUSAGE_CHILDREN``). Both of its sides pay the interpreter's start-up and imports, which
 ``whatif_cold`` leaves out: that row is the stricter measure.
 
-    python bench/pathological_bench.py [--runs 3] [--big-mb 10]
+    python bench/pathological_bench.py [--runs 3] [--big-mb 10] [--only pytest_ids]
 """
 
 from __future__ import annotations
@@ -92,9 +93,11 @@ def session(odd: str | None, big_chars: int) -> list[dict[str, Any]]:
                 "content": " ".join(rng.choices(_WORDS, k=rng.randint(10, 400))),
             }
         )
-    if odd in ("user", "underlines", "fence_runs"):
+    if odd in ("user", "underlines", "fence_runs", "pytest_ids"):
         if odd == "underlines":
             big = underlines(1_000)
+        elif odd == "pytest_ids":
+            big = pytest_ids(PYTEST_IDS_CHARS)
         elif odd == "fence_runs":
             big = fence_runs(1_000_000)
         else:
@@ -114,6 +117,22 @@ def underlines(titles: int) -> str:
         f"\n{'T' * size}\n{'~' * size}\nYou must keep the tests green.\n"
         for size in range(titles, 0, -1)
     )
+
+
+#: session 43: the size of the message dense in pytest node ids
+PYTEST_IDS_CHARS = 4_000_000
+
+
+def pytest_ids(chars: int) -> str:
+    """A test run's output, `chars` long: one parametrized case a line, a path with
+    folders as its first parameter id (session 43's review: every bracket is read for
+    the ``-`` that ends the path; ~6 us a bracket)."""
+    lines = (
+        f"tests/unit/test_read.py::TestRead::test_case[data/fixtures/c{n}/in-{n}.sql"
+        f"-utf-8-{n % 2 == 0}] PASSED\n"
+        for n in range(chars // 60 + 1)
+    )
+    return "".join(lines)[:chars]
 
 
 def fence_runs(chars: int) -> str:
@@ -327,20 +346,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--big-mb", type=float, default=10.0)
+    parser.add_argument("--only", help="one case (e.g. pytest_ids), no CLI row")
     args = parser.parse_args(argv)
     big_chars = int(args.big_mb * 1_000_000)
     plain = measure(None, args.runs, big_chars)
     cases = (("argument", "20 KB non-JSON tool argument", ("compress", "audit", "whatif")),
              ("user", f"{args.big_mb:g} MB user message", ("whatif", "whatif_cold")),
              ("underlines", "1 MB user message of ever shorter RST titles", ("whatif_cold",)),
-             ("fence_runs", "1 MB user message of two runs of backticks", ("whatif_cold",)))  # fmt: skip
+             ("fence_runs", "1 MB user message of two runs of backticks", ("whatif_cold",)),
+             ("pytest_ids", "4 MB user message dense in pytest node ids", ("whatif_cold",)))  # fmt: skip
+    if args.only:
+        cases = tuple(case for case in cases if case[0] == args.only)
     for odd, label, ops in cases:
         timed = measure(odd, args.runs, big_chars)
         for op in ops:
             print(json.dumps(row(odd, op, label, timed, plain)), flush=True)
         if odd in ("user", "fence_runs"):
             print(json.dumps(append_row(odd, label, args.runs, big_chars)), flush=True)
-    print(json.dumps(cli_row(args.runs, args.big_mb)), flush=True)
+    if not args.only:
+        print(json.dumps(cli_row(args.runs, args.big_mb)), flush=True)
     return 0
 
 

@@ -122,6 +122,7 @@ _REFERENCE_IMPORTS = {
         "toolcalls.EDITOR_TOOLS", "toolcalls.bare_tool_name", "toolcalls.tool_family",
     },
     "factpaths.py": {"factpathrules.EXTENSIONS", "factpathrules.SECOND_SUFFIXES"},
+    "pathmasks.py": {"factpathrules.EXTENSIONS", "factpathrules.SECOND_SUFFIXES"},
     "facts.py": {
         "factasks.is_acknowledgement", "factbounds.matches_at_start", "factmatch.WHITESPACE",
         "factmatch.Fact",

@@ -11,8 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from helpers.fact_checks import facts_of
-from helpers.reference_facts import factpaths as reference_paths
-from helpers.reference_facts import numbering, tags
+from helpers.reference_facts import numbering, pathmasks, tags
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -410,5 +409,5 @@ _TREE_PIECES = ["|", "`", "+", "--", "-", " ", "\t", "\n", "a.py", "_x", ".env",
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_TREE_PIECES), max_size=10).map("".join))
 def test_the_reference_reads_a_tree_branch_alike(text: str) -> None:
-    assert reference_paths._tree_branches(text) == factgrep.branch_spans(text)
+    assert pathmasks.tree_branches(text) == factgrep.branch_spans(text)
     facts_of(text, "path")

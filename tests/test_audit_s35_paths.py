@@ -157,18 +157,19 @@ def test_a_windows_name_is_read_whole_and_kept(
 _WINDOWS_ROOTS = st.sampled_from(["C:\\", "\\\\srv\\share\\", "", ".\\", "D:/"])
 
 
-#: (no mark before a Windows path: the reference judges the mark, production its base,
-#: as on main; see s35-paths.md)
-_WINDOWS_BEFORE = _GLUE.filter(lambda glue: glue != "\u0301")
-
-
 @settings(max_examples=200, deadline=None)
-@given(st.lists(_NAME, min_size=1, max_size=3), _WINDOWS_BEFORE, _GLUE, _WINDOWS_ROOTS)
+@given(st.lists(_NAME, min_size=1, max_size=3), _GLUE, _GLUE, _WINDOWS_ROOTS)
 @example(["José"], " ", " ", "C:\\")
 @example(["é"], "", "", "\\\\srv\\share\\")
+@example(["\u0301."], " ", " ", "\\\\srv\\share\\")  # (session 43: ``.\\app.py``)
+@example(["\u0301.."], " ", " ", "")
+@example(["x"], "\u0301", "", ".\\")
 def test_windows_forms_agree(names: list[str], before: str, after: str, root: str) -> None:
     """The same property for Windows and UNC forms (a letter of any script beside one is
-    a cut: Windows paths keep session 33's rule)."""
+    a cut: Windows paths keep session 33's rule). Session 43: a mark before one is judged
+    by the character it sits on, in production and the reference alike (a mark after a
+    blank or a backslash glues nothing on: ``\\\\srv\\share\\`` + U+0301 +
+    ``.\\app.py`` names ``.\\app.py``)."""
     _no_cut_name(f"see {before}{root}{chr(92).join(names)}\\app.py{after} now")
 
 
@@ -242,14 +243,18 @@ def test_caseless_folders_agree(
 @given(st.text(st.sampled_from("ab_.-+\\/:%é\u0301用 1"), max_size=30))
 def test_first_names_are_the_widened_regex_starts(text: str) -> None:
     """A relative Windows path's first names of a non-ASCII text are read back from each
-    backslash: the starts the widened regex finds (but a name starting with a mark,
-    which no judgement takes)."""
+    backslash: the starts the widened regex finds (session 43: past the marks a name
+    starts with, which sit on the character before it; none when no letter, digit or
+    ``_`` follows them)."""
     pattern = factpathrules.with_name_letters(factpaths._RELATIVE_START.pattern)
-    expected = [
-        (m.start(1), m.end())
-        for m in pattern.finditer(text)
-        if not unicodedata.category(m.group(1)[0]).startswith("M")
-    ]
+    expected = []
+    for m in pattern.finditer(text):
+        start = m.start(1)
+        while start < m.end() - 1 and unicodedata.category(text[start]).startswith("M"):
+            start += 1
+        first = text[start]
+        if first.isalnum() or first == "_":  # (a mark is neither; nor the backslash)
+            expected.append((start, m.end()))
     assert list(factpathrules.first_names(text)) == expected
     # (review 1: the reading for texts with many backslashes and the one for few)
     assert list(factpathrules._dense_first_names(text)) == expected

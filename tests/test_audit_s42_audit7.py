@@ -149,12 +149,13 @@ def test_code_and_reference_read_a_device_prefix_alike(text: str, expected: list
     assert all(_kept("path", value, text) for value in expected)
 
 
-#: device prefixes (plain and JSON-escaped), UNC and drive pieces, relative anchors and
-#: quotes. Left out: ``$`` and non-ASCII letters, on which the two still differ in
-#: rarer ways (``docs/notes/s42-audit7.md``)
+#: device prefixes (plain and JSON-escaped), UNC and drive pieces, relative anchors,
+#: quotes, and (session 43, ``docs/notes/s43-audit8.md``) ``$``, letters outside ASCII
+#: and a combining mark
 _DEVICE_PIECES = [
     "\\\\?\\", "\\\\.\\", "\\\\\\\\?\\\\", "\\\\\\\\.\\\\", "?", ".", "C:", "\\", "\\\\",
     "UNC", "srv", "share", "x.txt", "..\\", ".\\", "~\\", " ", "a", "dir", "/", '"', '\\"',
+    "$", "$\\", "\u00e9", "\u00c9", "\u0434", "\u7528", "\u0301", "a\u0301",
 ]  # fmt: skip
 
 
@@ -163,6 +164,8 @@ _DEVICE_PIECES = [
 @example(r"\\\\?\\UNC\srv\share\x.txt")
 @example(r"x \\\?\\srv\share\x.txt")
 @example("\u00e9\\\\\\\\?\\\\UNC\\x.txt")
+@example("\\\\\\\\.\\\\\u00e9a\\\\\\\\\\.\\\\$\\\\.\\a")  # (session 43)
+@example("..\\UNC$\\\\\\\\.\\\\aC:")
 def test_device_prefix_soup_gives_the_reference_paths(text: str) -> None:
     """Property: production and the reference find the same path facts."""
     assert _paths(extract_facts, text) == _paths(reference.extract_facts, text)

@@ -41,6 +41,7 @@ from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factelided import states_elided
 from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factgrep import grep_follows, tree_follows
+from ctxledger.compressor.factparams import parameter_ids
 from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
 from ctxledger.compressor.factranges import states_lines
 from ctxledger.compressor.factscan import JOIN as JOIN  # (one constant, read here too)
@@ -271,7 +272,9 @@ class Haystack:
         (``"docs\\nsetup.py\\n"`` states ``setup.py``, as the extraction reads it), and
         with grep's context separators blanked (``README.md-11-setup.py`` states
         ``setup.py``: :func:`.factgrep.grep_follows`), and after a tree's branch
-        (``|----__init__.py`` states ``__init__.py``: :func:`.factgrep.tree_follows`).
+        (``|----__init__.py`` states ``__init__.py``: :func:`.factgrep.tree_follows`),
+        and in a pytest parameter id (``x.py::t[a.sql-utf-8]`` states ``a.sql``:
+        :func:`.factparams.parameter_ids`).
         """
         if self._holds_fact(kind, normalized, windows):
             return True
@@ -282,10 +285,12 @@ class Haystack:
             # text and not in the text (the escape's letter was glued to it), and what
             # decides a match there lies in the words after the escapes: checked in
             # them alone, a small text, not in the whole blanked text a second time
+            # (a path before a pytest parameter's ``-``: in the blanked brackets alone)
             follows = [
                 *(escape_follows(self.text) or []),
                 *(grep_follows(self.text) or []),
                 *(tree_follows(self.text) or []),
+                *(parameter_ids(self.text) or []),
             ]
             self._unescaped = Haystack(JOIN.join(follows)) if follows else None
         other = self._unescaped

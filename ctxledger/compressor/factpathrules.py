@@ -409,8 +409,9 @@ def first_names(text: str) -> Iterator[tuple[int, int]]:
     :func:`name_letter` letters in its classes, read back from each backslash (that
     regex has no literal to skip to: tried at every position of a text that is not
     ASCII, it cost 40 % more there). A name is the longest run of path characters and
-    such letters before the backslash, starting with a letter, digit or ``_``, after
-    the text's start or no ``/``, backslash, ``:`` or ``%``. Review 1: not a character
+    such letters before the backslash, after the text's start or no ``/``, backslash,
+    ``:`` or ``%``, starting with a letter, digit or ``_`` once the marks it starts
+    with are passed over (session 43: :func:`_after_marks`). Review 1: not a character
     at a time in Python (5-10 times main's time on backslash-heavy texts): a text with
     few backslashes reads each run back by a regex over the reversed text (a regex
     tried at every position cost 25 % on the corpus), one with many finds the runs
@@ -424,10 +425,10 @@ def first_names(text: str) -> Iterator[tuple[int, int]]:
 def _dense_first_names(text: str) -> Iterator[tuple[int, int]]:
     """:func:`first_names`, one regex for the runs before a backslash."""
     for match in _runs_before_backslash().finditer(text):
-        start, after = match.span()
+        start = _after_marks(text, match.start(), match.end() - 1)
         first = text[start]
         if first in _NAME_START or (not first.isascii() and not mark(first)):
-            yield start, after
+            yield start, match.end()
 
 
 def _sparse_first_names(text: str) -> Iterator[tuple[int, int]]:
@@ -436,14 +437,24 @@ def _sparse_first_names(text: str) -> Iterator[tuple[int, int]]:
     at = text.find("\\")
     while at != -1:
         start = n - run(back, n - at).end()  # type: ignore[union-attr]  # (``*+``: a match)
-        first = text[start]
-        if (
-            start < at
-            and (first in _NAME_START or (not first.isascii() and not mark(first)))
-            and (start == 0 or text[start - 1] not in "/\\:%")
-        ):
-            yield start, at + 1
+        if start < at and (start == 0 or text[start - 1] not in "/\\:%"):
+            start = _after_marks(text, start, at)
+            first = text[start]
+            if first in _NAME_START or (not first.isascii() and not mark(first)):
+                yield start, at + 1
         at = text.find("\\", at + 1)
+
+
+def _after_marks(text: str, start: int, stop: int) -> int:
+    """Where a run of names starting at `start` (before `stop`) starts once the marks it
+    starts with are passed over: they sit on the character before the run, no name's
+    (a blank: ``see`` + U+0301 + ``src\\app.py`` names ``src\\app.py``), so no name
+    starts with them. More than :data:`.factletters.MAX_MARKS` of them are read as a
+    mark that starts no name (as :func:`.factletters.base_before` reads them)."""
+    at = start
+    while at < stop and at - start <= MAX_MARKS and mark(text[at]):
+        at += 1
+    return start if at - start > MAX_MARKS else at
 
 
 @functools.cache

@@ -23,6 +23,7 @@ from ctxledger.compressor.factescapes import backslash_after_dots, unescaped
 from ctxledger.compressor.factgrep import branch_spans, context_spans
 from ctxledger.compressor.factletters import is_word as is_word_char
 from ctxledger.compressor.factletters import name_letter
+from ctxledger.compressor.factparams import parameter_spans
 from ctxledger.compressor.factpathrules import DOTFILE as _DOTFILE
 from ctxledger.compressor.factpathrules import EXTENSIONS as _EXTENSIONS
 from ctxledger.compressor.factpathrules import KNOWN_FILES as _KNOWN_FILES
@@ -568,7 +569,8 @@ def path_text(text: str) -> str:
     """`text` as paths are looked for in it: the escapes of its escaped lines
     (:mod:`.factescapes`: ``"docs\\nsetup.py\\n"``), grep's context separators
     (:mod:`.factgrep`: ``src/x.py-12-from y``), a tree's branches glued to a name
-    (``|----__init__.py``), quoted ``sed`` expressions and range
+    (``|----__init__.py``), the ``-`` joining a path to the next pytest parameter id
+    (:mod:`.factparams`: ``x.py::test[a.sql-utf-8]``), quoted ``sed`` expressions and range
     addresses (``'/class Date/,/^class /p'``) blanked
     (same length)."""
     blanked = unescaped(text)
@@ -576,6 +578,7 @@ def path_text(text: str) -> str:
         text = backslash_after_dots(text, escape_letter_before_colon(text, blanked))
     text = mask(text, context_spans(text))
     text = mask(text, branch_spans(text))
+    text = mask(text, parameter_spans(text))
     if "'" not in text and '"' not in text:
         return text  # an expression is quoted
     text = mask(text, range_spans(text))

@@ -3,14 +3,17 @@
 Paths are found from their anchors (a ``/`` or a known extension) and grown in both
 directions, then judged (``and/or`` and the pieces of a ``sed`` expression are not
 paths; environment paths like ``site-packages`` are not the user's files). URLs are
-found from their ``://`` and masked out before paths are looked for.
+found from their ``://`` and masked out before paths are looked for, as what
+:mod:`.pathmasks` blanks out (grep's context separators, a tree's branches, sed's
+pieces). The Windows paths (:mod:`.windowspaths`) replace the spans starting inside
+them.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 # rules changed since c2756f6 (session 29: second suffixes, dotfiles, known files with a
 # suffix, Windows paths judged as POSIX ones), not fast paths: shared with the module
@@ -20,25 +23,24 @@ from helpers.reference_facts.foldedpaths import (
     caseless_before,
     caseless_file_after,
     drive_before,
-    folds_to_separator,
     longer_when_folded,
     system_root,
     tail_of_folder,
     word_beside_when_folded,
 )
-from helpers.reference_facts.mixedpaths import quote_escape  # session 39, review 1
 from helpers.reference_facts.namedfiles import dotfiles, known_files  # session 33: own rules
-from helpers.reference_facts.rangeaddresses import is_word_char, range_addresses
+from helpers.reference_facts.pathmasks import mask, path_text  # (session 43: split out)
+from helpers.reference_facts.rangeaddresses import is_word_char
 from helpers.reference_facts.rules import (
-    escape_after_dot,  # review 1 of session 37
-    escape_letter_kept,  # session 38
     in_folder,  # session 35, review 1
     in_slash_name,  # session 35
     matcher_reads,  # session 35, review 1
-    mixed_escaped,  # session 38
     plausible_path,  # session 30's review: 1b, 1c
-    unescape_lines,  # session 31
 )
+from helpers.reference_facts.windowspaths import PATH_CHARS as _PATH_CHARS  # (session 43)
+from helpers.reference_facts.windowspaths import SUPERSCRIPTS as _SUPERSCRIPTS
+from helpers.reference_facts.windowspaths import mark as _mark
+from helpers.reference_facts.windowspaths import windows_spans
 
 __all__ = [
     "bounded",
@@ -52,25 +54,7 @@ __all__ = [
 ]
 
 # Paths grow both ways from anchors ("/", a known extension): one regex everywhere is ~10x slower.
-_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+@~")
 _NOT_BEFORE_PATH = frozenset("/.-~@:%+")
-# Session 29: a Windows path, plainly (a leading lookbehind tried at every position)
-_WINDOWS_PATH = re.compile(
-    r"(?<![A-Za-z0-9_.+@~\-/\\:%])(?:[A-Za-z]:[\\/]|\.\.?\\|~\\)[A-Za-z0-9_.+@~\-\\/]*"
-)
-# Session 30: a relative one (``src\\app.py``): a name, a backslash, the rest
-_RELATIVE_WINDOWS_PATH = re.compile(
-    r"(?<![A-Za-z0-9_.+@~\-/\\:%])[A-Za-z0-9_][A-Za-z0-9_.+@~\-]*\\[A-Za-z0-9_.+@~\-\\/]*"
-)
-# Session 31: a UNC path (``\\\\server\\share``), plainly
-_UNC_PATH = re.compile(r"(?<![A-Za-z0-9_.+@~\-/\\:%])\\{2,}[A-Za-z0-9_][A-Za-z0-9_.+@~$\-\\/]*")
-# Session 32: a Win32 device path: ``\\.\pipe\x`` (a UNC path whose server is ``.`` or
-# ``?``: :func:`_device_unc_paths`), and a drive path after ``\\?\`` or ``\\.\`` (also
-# JSON-escaped), the drive's
-_DEVICE_DRIVE_PATH = re.compile(
-    r"(?<![A-Za-z0-9_.+@~\-/\\:%])(?:\\\\[?.]\\|\\\\\\\\[?.]\\\\)"
-    r"([A-Za-z]:[\\/][A-Za-z0-9_.+@~\-\\/]*)"
-)
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
@@ -126,16 +110,6 @@ _PATH_ROOTS = frozenset(
 _KNOWN_FILES = frozenset(
     {"Makefile", "Dockerfile", "Gemfile", "Procfile", "Rakefile", "Vagrantfile", "Jenkinsfile"}
 )
-
-
-def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """`text` with `spans` blanked out (same length, so positions stay valid)."""
-    if not spans:
-        return text
-    chars = list(text)
-    for start, end in spans:
-        chars[start:end] = " " * (end - start)
-    return "".join(chars)
 
 
 def urls(text: str) -> list[tuple[int, int, str]]:
@@ -214,11 +188,6 @@ def _path_spans(text: str) -> Iterator[tuple[int, int]]:
         yield start, end
 
 
-def _mark(char: str) -> bool:
-    return unicodedata.category(char).startswith("M")
-
-
-_SUPERSCRIPTS = "¹²³⁰⁴⁵⁶⁷⁸⁹"
 _EXTENSION_LIST = frozenset(EXTENSIONS.split("|"))
 _SECOND_WORDS = frozenset(word for word in SECOND_SUFFIXES.split("|") if word.isalnum()) | {
     "jinja",
@@ -281,69 +250,6 @@ def _name_ends(text: str, end: int) -> bool:
         return stop == len(text) or text[stop].isspace() or text[stop] in _SUPERSCRIPTS
     # (session 37: a ``\\`` is the matcher's ``/``)
     return stop == len(text) or not (_more_name(text[stop]) or text[stop] in "+~@/\\")
-
-
-def _device_unc_paths(text: str) -> Iterator[tuple[int, int]]:
-    """Session 32 (review 11, restated): a Win32 device path read as a UNC path whose
-    server is ``.`` or ``?`` (``\\\\.\\pipe\\docker_engine``): two backslashes or more after
-    no path character, ``.`` or ``?``, backslashes, then a name (no drive: that is the
-    drive's path) and what a Windows path grows over."""
-    start = text.find("\\\\")
-    while start != -1:
-        end = start
-        if start == 0 or text[start - 1] not in _WINDOWS_NOT_BEFORE:
-            at = start
-            while at < len(text) and text[at] == "\\":
-                at += 1
-            if at < len(text) and text[at] in "?.":
-                name = at + 1
-                while name < len(text) and text[name] == "\\":
-                    name += 1
-                drive = text[name : name + 1].isascii() and text[name : name + 1].isalpha()
-                drive = drive and text[name + 1 : name + 2] == ":"
-                first = text[name : name + 1]
-                if (
-                    name > at + 1
-                    and not drive
-                    and first
-                    and (first.isascii() and is_word_char(first))
-                ):
-                    end = name + 1
-                    while end < len(text) and text[end] in _WINDOWS_GROWS:
-                        end += 1
-                    yield start, end
-        while end < len(text) and text[end] == "\\":
-            end += 1  # (a run of backslashes starts no second path)
-        start = text.find("\\\\", max(end, start + 1))
-
-
-_WINDOWS_NOT_BEFORE = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+@~-/\\:%"
-)
-_WINDOWS_GROWS = _WINDOWS_NOT_BEFORE - {":", "%"} | {"$"}
-
-
-def _cut(text: str, end: int) -> bool:
-    """Whether a letter stands right after `end` (``\\\\.\\pipe\\r`` of ``…\\réseau``)."""
-    return text[end : end + 1].isalpha()
-
-
-def _letter_beside(text: str, start: int, end: int) -> bool:
-    """Session 33 (second review): whether the character before `start` or at `end` is a
-    letter or a mark (a Unicode category starting L or M)."""
-    beside = text[max(start - 1, 0) : start] + text[end : end + 1]
-    if any(unicodedata.category(c).startswith(("L", "M")) for c in beside):
-        return True
-    # review 1 of session 35: after it, a character the matcher reads as an ASCII
-    # letter, digit or ``_`` first goes on the name (``①`` is ``1``); session 38: but a
-    # footnote's superscript digit, a blank to the matcher (``srv\\x.log¹``)
-    after = unicodedata.normalize("NFKC", text[end : end + 1]).casefold()[:1]
-    return (
-        ord(text[end : end + 1] or "a") >= 128
-        and text[end : end + 1] not in _SUPERSCRIPTS
-        and (after.isalnum() or after == "_")
-        and after.isascii()
-    )
 
 
 def _unc_goes_on(text: str, start: int, end: int) -> bool:
@@ -433,63 +339,14 @@ def span_ends(text: str) -> dict[int, int]:
         if any(_mark(text[at + 1]) for at in range(start, end - 1) if text[at] == "/"):
             continue  # review 1 of session 35: a name starting with a mark is no name
         spans[start] = max(end, spans.get(start, end))  # ``x.tar.gz`` over ``x.tar``
-    # session 35: the Windows finders read a name's non-ASCII cased letters and marks
-    # as name characters (``C:\\Users\\José``): found in the text with each read as ``_``
-    read = "".join("_" if ord(c) >= 128 and in_slash_name(c) else c for c in text)
     # a Windows path replaces every span starting inside it (session 29)
-    windows = [(m.start(), quote_escape(text, m.end())) for m in _WINDOWS_PATH.finditer(read)]
-    # session 30: a relative Windows path (``src\\app.py``) when it is judged a path
-    for match in _RELATIVE_WINDOWS_PATH.finditer(read):
-        inside = any(w_start <= match.start() < w_end for w_start, w_end in windows)
-        value = text[match.start() : (end := quote_escape(text, match.end()))]
-        if not inside and (plausible_path(value) is not None or mixed_escaped(value)):
-            windows.append((match.start(), end))  # s38: a JSON-mixed one: none, nor its names
-    windows.extend(_unc_spans(text, read))
-    for start, end in _device_unc_paths(read):  # session 32
-        if plausible_path(text[start : quote_escape(text, end)]) and not _cut(text, end):
-            windows.append((start, quote_escape(text, end)))
-    # (session 40: the drive's path ends as one without the prefix, before ``\\"`` too)
-    windows.extend(
-        (m.start(1), quote_escape(text, m.end(1))) for m in _DEVICE_DRIVE_PATH.finditer(read)
-    )
-    # (session 33's second review: none cut at a letter or a mark of any script)
-    windows = [(start, end) for start, end in windows if not _letter_beside(text, start, end)]
-    windows.sort()
+    windows = windows_spans(text)
     for start in list(spans):
         if any(w_start < start < w_end for w_start, w_end in windows):
             del spans[start]
     for start, end in windows:
         spans[start] = max(end, spans.get(start, end))
     return spans
-
-
-def _unc_spans(text: str, read: str) -> Iterator[tuple[int, int]]:
-    """Session 31: the UNC paths of `text`, judged as relative ones; session 33's review:
-    none cut at a letter it cannot grow over; session 38: none after a character the
-    matcher reads as ``:`` or ``/`` (``：\\\\srv`` is a URL's ``://srv`` to it)."""
-    for match in _UNC_PATH.finditer(read):
-        value = text[match.start() : (end := quote_escape(text, match.end()))]
-        if folds_to_separator(text, match.start()):
-            continue
-        if _after_device_mark(text, match.start()):
-            continue  # session 42: the separator after a device's ``?``, no UNC start
-        if plausible_path(value) is not None and not _cut(text, match.end()):
-            yield match.start(), end
-
-
-def _after_device_mark(text: str, start: int) -> bool:
-    """Session 42: whether the backslashes at `start` follow a device path's ``?``: two
-    backslashes or more after no path character (``\\\\\\\\?\\\\UNC\\srv``). They
-    separate the device's namespace from its first name, as in ``\\\\?\\UNC\\srv``;
-    the path is the device's (:func:`_device_unc_paths`) or none. No UNC path starts
-    there, whose server would be ``UNC``. (A ``.`` there is a path character: no UNC
-    path follows it anyway; after ``a\\\\?`` the backslashes are no device's.)"""
-    if text[start - 1 : start] != "?":
-        return False
-    run = start - 1
-    while run > 0 and text[run - 1] == "\\":
-        run -= 1
-    return start - 1 - run >= 2 and (run == 0 or text[run - 1] not in _WINDOWS_NOT_BEFORE)
 
 
 def _placeholder(value: str) -> bool:
@@ -524,94 +381,6 @@ def paths(text: str) -> Iterator[tuple[int, str]]:
             continue  # session 32: ``path/to/file1``, an example
         found[start] = value
     return iter(sorted(found.items()))
-
-
-# a quoted ``sed 's/old/new/g'`` expression: its pieces (``s/``, ``v/``) are not paths
-_SED_EXPRESSION = re.compile(r"""(?<!\w)(['"])s([/|#,:@])[^\n]*?\2[^\n]*?\2[a-zA-Z0-9]*\1""")
-
-
-#: session 32: a known extension and its second suffixes ending a name (case as written)
-_ENDS_WITH_EXT = re.compile(rf"\.(?:{EXTENSIONS})(?:\.(?:{SECOND_SUFFIXES}))*$")
-_GREP_NAME_CHARS = _PATH_CHARS | {"/"}
-
-
-def _grep_separator(line: str) -> tuple[str, str, int, int] | None:
-    """Session 32: a line's grep separator after the file name that starts it: (the name,
-    ``:`` or ``-``, where the separator starts, where it ends), the first place in the
-    line's leading name where a name with a known extension is followed by ``:`` or
-    ``-``; a ``-`` takes a line number and ``-`` after it when one follows (no date's
-    year: ``-2024-05-20``)."""
-    token = 0
-    while token < len(line) and line[token] in _GREP_NAME_CHARS:
-        token += 1
-    for at in range(1, token + 1):
-        if at == len(line) or line[at] not in ":-" or not _ENDS_WITH_EXT.search(line[:at]):
-            continue
-        if line[:at].startswith(".") and _ENDS_WITH_EXT.match(line[:at]):
-            return None  # (``.py-`` alone)
-        end = at + 1
-        digits = end
-        while digits < len(line) and line[digits].isdigit():
-            digits += 1
-        date = re.match(r"\d\d-\d", line[digits + 1 : digits + 5])
-        if line[at] == "-" and digits > end and line[digits : digits + 1] == "-" and not date:
-            end = digits + 1
-        return line[:at], line[at], at, end
-    return None
-
-
-def _grep_context(text: str) -> list[tuple[int, int]]:
-    """Session 32: the separators of grep's context lines: numbered ones, and ``-`` after
-    a name some line of the text starts as a match line (``name:``)."""
-    offset, found, matched = 0, [], set()
-    for line in text.split("\n"):
-        got = _grep_separator(line)
-        if got is not None:
-            name, sep, at, end = got
-            if sep == ":":
-                matched.add(name)
-            else:
-                found.append((name, offset + at, offset + end, end > at + 1))
-        offset += len(line) + 1
-    return [(at, end) for name, at, end, numbered in found if numbered or name in matched]
-
-
-def path_text(text: str) -> str:
-    blanked = escape_letter_kept(text, unescape_lines(text))  # session 38: ``\\nx：/tmp``
-    text = escape_after_dot(text, blanked)  # session 31: ``"docs\\nsetup.py\\n"``
-    text = mask(text, _grep_context(text))
-    text = mask(text, _tree_branches(text))  # session 34
-    text = mask(text, range_addresses(text))  # session 33
-    return mask(text, [m.span() for m in _SED_EXPRESSION.finditer(text)]) if "s" in text else text
-
-
-def _tree_branches(text: str) -> list[tuple[int, int]]:
-    """Session 34: a tree's branches glued to a name, each from its line's start: blanks
-    and ``|``, then a ``|`` (the last of them) or a backquote or ``+``, then two dashes or
-    more, then a letter, digit, ``_`` or ``.``."""
-    spans: list[tuple[int, int]] = []
-    offset = 0
-    for line in text.split("\n"):
-        blanks = 0
-        while blanks < len(line) and line[blanks] in " \t|":
-            blanks += 1
-        if line[blanks : blanks + 1] in ("`", "+"):
-            dashes = blanks + 1
-        else:
-            dashes = blanks if blanks and line[blanks - 1] == "|" else -1
-        end = dashes
-        while dashes != -1 and end < len(line) and line[end] == "-":
-            end += 1
-        after = line[end : end + 1]
-        if (
-            dashes != -1
-            and end - dashes >= 2
-            and after != ""
-            and (after.isalnum() or after in "_.")
-        ):
-            spans.append((offset, offset + end))
-        offset += len(line) + 1
-    return spans
 
 
 def find_paths(text: str) -> list[str]:

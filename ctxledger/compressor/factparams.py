@@ -1,0 +1,107 @@
+"""pytest's parameter ids: a ``-`` after a file's name there joins the next parameter.
+
+A test run names each case by its node id, the parameters' ids joined with ``-`` in
+brackets (``tests/x.py::test_read[data/utf-8.sql-autodetect-False]``). Elsewhere a
+``-`` and more of a name after a known extension is one longer name (``app.py-old``, a
+backup), but inside those brackets it starts the next parameter: the path there is
+``data/utf-8.sql``. Only a path with a folder is cut there: a ``-`` joins parameters
+before it too, so a bare name's start is not written (``[L031-aliases.sql-v2]``).
+:func:`parameter_spans` gives those separators; path finding blanks them (same
+length), and the matcher reads the brackets with them blanked too
+(:func:`parameter_ids`), so a path written as a parameter is found and stated alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxledger.compressor.factpathrules import EXTENSIONS, SECOND_SUFFIXES
+
+__all__ = ["parameter_ids", "parameter_spans"]
+
+#: a node id's test (after a ``.py`` file and ``::``, maybe a class's ``::``) and its
+#: parameter ids in brackets (group 1): no bracket, no blank and no NUL inside (pytest
+#: writes none there; a NUL joins two texts, which one bracket does not span)
+_NODE_PARAMETERS = re.compile(r"\.py(?:::\w+)+\[([^\[\]\s\x00]*)\]")
+#: the known extensions and second suffixes, as written (a suffix may also be one to
+#: three digits): a name ending with an extension and suffixes, after a name's character
+#: (a letter, digit, ``_``, ``+``, ``@``, ``~``), then a ``-`` starts the next parameter
+_EXTENSION_NAMES = frozenset(EXTENSIONS.split("|"))
+_SUFFIX = re.compile(rf"(?:{SECOND_SUFFIXES})")
+
+
+def parameter_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the ``-`` that follow a known extension inside a pytest node id's
+    parameter brackets (``-`` after ``.sql`` in ``x.py::test[a/b.sql-utf-8]``)."""
+    return [(dash, dash + 1) for _, _, dashes in _separated(text) for dash in dashes]
+
+
+def parameter_ids(text: str) -> list[str] | None:
+    """Each pytest parameter id of `text` holding such a separator, the separators
+    blanked, each once; None when `text` has none. A path followed there by ``-`` reads
+    as more of a name in `text` (``a/b.sql-utf-8``), so the matcher looks for it in
+    these too."""
+    ids: dict[str, None] = {}
+    for start, end, dashes in _separated(text):
+        pieces: list[str] = []
+        at = start
+        for dash in dashes:
+            pieces += (text[at:dash], " ")
+            at = dash + 1
+        pieces.append(text[at:end])
+        ids["".join(pieces)] = None
+    return list(ids) or None
+
+
+def _separated(text: str) -> list[tuple[int, int, list[int]]]:
+    """Each parameter bracket's inside (start, end) holding a separator, with where the
+    separators are: a ``-`` after a known extension whose name has a folder since the
+    bracket or the last such ``-`` (``[L031-aliases.sql-v2]`` may be the rule ``L031``
+    and the file ``aliases.sql``: where a bare name starts is not written, so it is left
+    whole). A ``-`` followed by a ``/`` before the next such ``-`` (or the bracket's
+    end) is no separator: the name goes on as a folder's
+    (``[examples/three.js-master/a.json]``)."""
+    if "::" not in text:
+        return []
+    found = []
+    for node in _NODE_PARAMETERS.finditer(text):
+        start, end = node.span(1)
+        if text.find("/", start, end) == -1:  # no folder: nothing is cut (the most ids)
+            continue
+        dashes = _extension_dashes(text, start, end)
+        cuts, after = [], start
+        for at, dash in enumerate(dashes):
+            upto = dashes[at + 1] if at + 1 < len(dashes) else end
+            if text.find("/", dash + 1, upto) != -1:
+                continue  # a folder's name goes on (``[a/three.js-master/b.json]``)
+            if text.find("/", after, dash) != -1:
+                cuts.append(dash)
+            after = dash + 1
+        if cuts:
+            found.append((start, end, cuts))
+    return found
+
+
+def _extension_dashes(text: str, start: int, end: int) -> list[int]:
+    """Where each ``-`` in ``text[start:end]`` after a known extension and its second
+    suffixes, something after it, is: each name read back from its dash (an extension
+    regex tried at each dot cost ~2.5 us a bracket)."""
+    found = []
+    dash = text.find("-", start, end - 1)
+    while dash != -1:
+        stop, dot = dash, text.rfind(".", start + 1, dash)
+        while dot != -1:
+            if text[dot + 1 : stop] in _EXTENSION_NAMES:  # (no extension is a suffix)
+                if _goes_before(text[dot - 1]):
+                    found.append(dash)
+                break
+            if not _SUFFIX.fullmatch(text, dot + 1, stop):
+                break
+            stop, dot = dot, text.rfind(".", start + 1, dot)
+        dash = text.find("-", dash + 1, end - 1)
+    return found
+
+
+def _goes_before(char: str) -> bool:
+    """Whether `char` may end a name before its extension's dot."""
+    return char.isalnum() or char in "_+@~"

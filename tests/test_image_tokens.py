@@ -167,7 +167,7 @@ def test_a_file_part_holding_text_utf8_cannot_encode_is_counted_then_refused(
     before = ledger.store.last_seq()
     bad = {"role": "user", "content": [PAYLOADS["chat file"]("QQ==")]}
     bad["content"][0]["file"]["filename"] = "r\udcff.pdf"
-    with pytest.raises(InvalidEvent, match="not valid Unicode"):
+    with pytest.raises(InvalidEvent, match=r"bytes that are not UTF-8 \(0xff\)"):
         ledger.append_messages(sid, [bad])
     assert ledger.store.last_seq() == before
     ledger.close()

@@ -15,8 +15,9 @@ import pytest
 from helpers.frameworks import require
 
 require("agents", "agents")
-from agents import Agent, OpenAIResponsesModel, Runner, SQLiteSession, function_tool
+from agents import Agent, OpenAIResponsesModel, SQLiteSession, function_tool
 from agents.exceptions import ModelBehaviorError
+from helpers.agents_runs import run_turn
 from helpers.fake_upstream import Raw, Say
 from helpers.server_rig import rig
 
@@ -92,17 +93,9 @@ async def test_an_incomplete_response_with_a_call_is_not_recorded(
         agent = Agent(name="a", instructions="Be brief.", tools=[todo], model=model)
         session = SQLiteSession("s")
 
-        async def run(ask: str) -> Any:
-            if not streamed:
-                return (await Runner.run(agent, ask, session=session)).final_output
-            result = Runner.run_streamed(agent, ask, session=session)
-            async for _ in result.stream_events():
-                pass
-            return result.final_output
-
         with pytest.raises(ModelBehaviorError):
-            await run("Add milk.")
-        assert await run("Add milk.") == "Done."
+            await run_turn(agent, "Add milk.", session, streamed)
+        assert await run_turn(agent, "Add milk.", session, streamed) == "Done."
         r.service.ledger.refresh()
         events = [x.event for x in r.service.ledger.store.read_all()]
         assert sum(isinstance(e, SessionStarted) for e in events) == 1  # no branch

@@ -26,6 +26,7 @@ from agents import (
     function_tool,
 )
 from agents.exceptions import ModelBehaviorError, ModelRefusalError
+from helpers.agents_runs import run_turn
 from helpers.fake_upstream import Raw, Say
 from helpers.server_rig import Rig, rig
 
@@ -112,17 +113,12 @@ async def test_the_sdks_next_run_withdraws_the_incomplete_reply(
         agent = Agent(name="a", instructions="Be brief.", tools=[todo], model=model)
         session = SQLiteSession("s")
 
-        async def run(ask: str) -> Any:
-            if not streamed:
-                return (await Runner.run(agent, ask, session=session)).final_output
-            result = Runner.run_streamed(agent, ask, session=session)
-            async for _ in result.stream_events():
-                pass
-            return result.final_output
-
         with pytest.raises(ModelBehaviorError):
-            await run("What is the plan?")
-        assert await run("Say it whole, please.") == "Three steps: a, b, c."
+            await run_turn(agent, "What is the plan?", session, streamed)
+        assert (
+            await run_turn(agent, "Say it whole, please.", session, streamed)
+            == "Three steps: a, b, c."
+        )
 
         events = _events_of(r)
         assert sum(isinstance(e, SessionStarted) for e in events) == 1  # no branch

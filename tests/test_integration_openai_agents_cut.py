@@ -18,7 +18,7 @@ require("agents", "agents")
 from agents import Agent, OpenAIResponsesModel, SQLiteSession, function_tool
 from agents.exceptions import ModelBehaviorError
 from helpers.agents_runs import run_turn
-from helpers.fake_upstream import Raw, Say
+from helpers.fake_upstream import Raw, Say, raw_responses_stream
 from helpers.server_rig import rig
 
 from ctxledger.events import MessageAppended, SessionStarted, UsageReported
@@ -61,21 +61,6 @@ def _response(arguments: str, *, cut: bool) -> dict[str, Any]:
     }
 
 
-def _events(response: dict[str, Any]) -> Raw:
-    """`response` as a stream: created, each output item done, then its terminal event."""
-    start = {**response, "status": "in_progress", "output": [], "usage": None}
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": start}]
-    for i, item in enumerate(response["output"]):
-        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
-    done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
-    events.append({"type": done, "response": response})
-    raw = [
-        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode()
-        for n, e in enumerate(events)
-    ]
-    return Raw(tuple(raw), "text/event-stream")
-
-
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_an_incomplete_response_with_a_call_is_not_recorded(
     tmp_path: Path, streamed: bool
@@ -83,7 +68,7 @@ async def test_an_incomplete_response_with_a_call_is_not_recorded(
     cut, whole = _response('{"item": "bu', cut=True), _response('{"item": "milk"}', cut=False)
     async with rig(tmp_path) as r:
         answers = (
-            [_events(cut), _events(whole)]
+            [raw_responses_stream(cut), raw_responses_stream(whole)]
             if streamed
             else [Raw((json.dumps(cut).encode(),)), Raw((json.dumps(whole).encode(),))]
         )

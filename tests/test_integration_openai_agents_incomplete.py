@@ -27,7 +27,7 @@ from agents import (
 )
 from agents.exceptions import ModelBehaviorError, ModelRefusalError
 from helpers.agents_runs import run_turn
-from helpers.fake_upstream import Raw, Say
+from helpers.fake_upstream import Raw, Say, raw_responses_stream
 from helpers.server_rig import Rig, rig
 
 from ctxledger.events import MessageAppended, ReplyWithdrawn, SessionStarted, UsageReported
@@ -78,22 +78,8 @@ def _incomplete(kind: str) -> dict[str, Any]:
     }
 
 
-def _events(response: dict[str, Any]) -> Raw:
-    """`response` as a stream: created, each output item done, ``response.incomplete``."""
-    start = {**response, "status": "in_progress", "output": [], "usage": None}
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": start}]
-    for i, item in enumerate(response["output"]):
-        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
-    events.append({"type": "response.incomplete", "response": response})
-    raw = [
-        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode()
-        for n, e in enumerate(events)
-    ]
-    return Raw(tuple(raw), "text/event-stream")
-
-
 def _answer(response: dict[str, Any], streamed: bool) -> Raw:
-    return _events(response) if streamed else Raw((json.dumps(response).encode(),))
+    return raw_responses_stream(response) if streamed else Raw((json.dumps(response).encode(),))
 
 
 def _events_of(r: Rig) -> list[Any]:

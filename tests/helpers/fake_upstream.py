@@ -78,6 +78,22 @@ class Raw:
 Behaviour = Say | Error | Cut | Failed | Raw
 
 
+def raw_responses_stream(response: dict[str, Any]) -> Raw:
+    """A Responses API `response` as the stream an SDK reads: created, each output item
+    done, then its terminal event (``response.incomplete`` or ``response.completed``)."""
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": start}]
+    for i, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+    events.append({"type": done, "response": response})
+    raw = [
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode()
+        for n, e in enumerate(events)
+    ]
+    return Raw(tuple(raw), "text/event-stream")
+
+
 @dataclass
 class Seen:
     path: str

@@ -13,10 +13,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "Listener"]
+from ctxledger.eventstore.backoff import BACKOFF_FIRST, BACKOFF_MAX
 
-#: reconnect pauses (seconds) of the listener and of the follower's reads
-BACKOFF_FIRST, BACKOFF_MAX = 0.05, 2.0
+__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "Listener"]
 
 
 class Listener:

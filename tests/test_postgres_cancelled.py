@@ -31,7 +31,7 @@ from ctxledger.errors import (
 from ctxledger.events import Event
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.postgres import PostgresEventStore
-from ctxledger.eventstore.postgres_errors import translated
+from ctxledger.eventstore.postgres_errors import leaving, translated
 
 #: (class, what its message says happened, what to raise), one hint per class
 _CANCELS = [
@@ -81,11 +81,20 @@ def test_a_cancelled_operation_is_a_rolled_back_server_cancelled(
     assert not any(other in said for other in others)
     read = str(translated(cls("cancelled"), "read events", "ledger x"))
     assert "rolled back: retry" in read and "append" not in read
-    # an append not made in one transaction may have committed its rows to wait
-    waited = str(translated(cls("cancelled"), "append", "ledger x"))
-    assert "nothing of the append" not in waited
-    assert waited.endswith(remedy if remedy != "retry" else "(ids make it safe)")
-    assert "those are stored: re-send the same events (ids make it safe)" in waited
+    # an append whose path said nothing (a one-event call) may have committed its rows
+    maybe = str(translated(cls("cancelled"), "append", "ledger x"))
+    assert "nothing of the append" not in maybe
+    assert maybe.endswith(remedy if remedy != "retry" else "(ids make it safe)")
+    assert "so they may be stored: re-send the same events (ids make it safe)" in maybe
+    # each path says what it left (an inner mark stays)
+    for left, phrase in [
+        ("nothing", "rolled back, nothing of the append was written: retry"),
+        ("committed", "rolled back, but only its wait: its events were committed"),
+        ("maybe", "so they may be stored: re-send"),
+    ]:
+        with pytest.raises(psycopg.Error) as met, leaving("nothing"), leaving(left):  # type: ignore[arg-type]
+            raise cls("cancelled")
+        assert phrase in str(translated(met.value, "append", "ledger x"))
 
 
 @pytest.mark.parametrize(
@@ -153,27 +162,63 @@ def append_lock_held(pg_server: PgServer, store: PostgresEventStore) -> Iterator
         yield
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["append_many", "append_stream"])
+@pytest.mark.parametrize(
+    ("path", "events"),
+    [
+        ("client-side", _events("ses_b", 3, "b", big=1)),  # a large content: a blob
+        ("copy", _events("ses_b", 20, "b")),  # more than CALL_ROWS events
+        ("stream", _events("ses_b", 3, "b", big=1)),
+    ],
+    ids=["append_many_client_side", "append_many_copy", "append_stream"],
+)
 def test_a_lock_timeout_is_reported_as_cancelled_and_appends_nothing(
-    pg_server: PgServer, tmp_path: Path, streamed: bool
+    pg_server: PgServer, tmp_path: Path, path: str, events: list[Event]
 ) -> None:
     """A role whose lock waits end after 200 ms, the append lock held by another
-    session: the append is cut while it waits (LockNotAvailable)."""
+    session: the append is cut while it waits (LockNotAvailable). Each of these paths
+    is one transaction, so the message says nothing was written (session 44: the two
+    append_many paths said "re-send the same events", as a small append's wait does)."""
     with (
         role_url(pg_server, tmp_path, "lt", lock_timeout=200) as url,
         PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store,
     ):
         store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
-        events = _events("ses_b", 3, "b", big=1)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
-            if streamed:
+            if path == "stream":
                 store.append_stream([StreamedRequest("ses_b", iter(events), 0)])
             else:
                 store.append_many([AppendRequest("ses_b", events, 0)])
-        said = "nothing of the append" if streamed else "re-send the same events"
-        assert "lock timeout" in str(caught.value) and said in str(caught.value)
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append was written: retry" in said
+        assert "re-send" not in said
+        store.settle()  # nothing was left unsealed either
         assert store.last_seq() == 3 and store.stream_version("ses_b") == 0
         assert store.verify().ok
+
+
+def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stored(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """A few events without blobs: ``ctxledger_insert`` commits them unsealed (the lock
+    is taken), then ``ctxledger_await``'s wait is cut. The message says exactly that:
+    the events are stored, not to retry them as new ones; the next seal shows them,
+    and a re-send of the same events answers the stored version and adds nothing."""
+    with (
+        role_url(pg_server, tmp_path, "cw", lock_timeout=200) as url,
+        PostgresEventStore(url, index_dir=tmp_path) as store,
+    ):
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        events = _events("ses_b", 3, "b")
+        with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
+            store.append_many([AppendRequest("ses_b", events, 0)])
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append" not in said
+        assert "its events were committed before it waited for another writer's seal" in said
+        assert "re-sending the same events is safe" in said
+        store.settle()
+        assert store.stream_version("ses_b") == 4 and store.last_seq() == 7
+        assert store.append_many([AppendRequest("ses_b", events, 0)]) == {"ses_b": 4}
+        assert store.last_seq() == 7 and store.verify().ok
 
 
 def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op(

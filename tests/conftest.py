@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.ledger_helpers import deterministic_ledger
-from helpers.pg_server import PgServer, find_bin_dir, server_major
+from helpers.pg_server import PgServer, find_bin_dir, server_major, started
 from hypothesis import HealthCheck, settings
 
 from ctxledger.analysis.compactions import chain_compactions
@@ -131,9 +131,7 @@ def _start_server(bin_dir: Path | None, missing: str) -> PgServer:
     reason = missing
     if bin_dir is not None:
         try:
-            server = PgServer(bin_dir)
-            server.start()
-            return server
+            return started(bin_dir)  # cleans up after itself when it raises
         except RuntimeError as exc:
             reason = f"could not start PostgreSQL from {bin_dir}: {exc}"
     if _postgres_required():
@@ -177,8 +175,7 @@ def pg17_server(pg_server: PgServer) -> Iterator[PgServer]:
 @pytest.fixture
 def own_server(pg_server: PgServer) -> Iterator[PgServer]:
     """A second server a test may kill (the session one stays up for the others)."""
-    server = PgServer(pg_server.bin_dir)
-    server.start()
+    server = started(pg_server.bin_dir)
     try:
         yield server
     finally:

@@ -83,6 +83,14 @@ class PgServer:
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self._as_user: list[str] = []
+        try:
+            self._init_cluster(bin_dir)
+        except BaseException:
+            # nothing of it runs yet, but its directory may hold a copy of the binaries
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _init_cluster(self, bin_dir: Path) -> None:
         if os.geteuid() == 0:
             try:
                 user = pwd.getpwnam("postgres")
@@ -172,6 +180,18 @@ class PgServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def started(bin_dir: Path, *, fsync: bool = False) -> PgServer:
+    """A started :class:`PgServer`. When the start fails, a postmaster it may have left
+    running is stopped and its directory removed before the error goes on."""
+    server = PgServer(bin_dir, fsync=fsync)
+    try:
+        server.start()
+    except BaseException:
+        server.cleanup()
+        raise
+    return server
 
 
 def _alive(pid: int) -> bool:

@@ -1,6 +1,7 @@
 """The pauses of ``follow()`` between retries of a read another session held up (SQLite's
 ``StoreBusy``, PostgreSQL's ``ServerCancelled`` and ``ConnectionLost``), shared by both
-stores: 50 ms doubling up to 2 s, back to 50 ms after a read that worked."""
+stores, and of PostgreSQL's LISTEN thread between reconnects: 50 ms doubling up to 2 s,
+back to 50 ms after a read (or a connection) that worked."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,32 +163,66 @@ def append_lock_held(pg_server: PgServer, store: PostgresEventStore) -> Iterator
         yield
 
 
+def paths_taken(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each append path runs from now on: the client-side transaction
+    (``Appender.transaction``), ``copy_append``, the small append's ``call`` (one
+    ``call_one`` for a single event, else ``call_many``: insert, then wait) and the
+    streamed writer, so a test knows which one it cut. (``call_one`` itself is not
+    counted: on a connection without its prepared statement it runs twice.)"""
+    from ctxledger.eventstore import postgres, postgres_stream
+    from ctxledger.eventstore.postgres_append import Appender
+
+    taken: Counter[str] = Counter()
+
+    def counted(owner: Any, name: str) -> None:
+        real = getattr(owner, name)
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            taken[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counting)
+
+    for name in ("transaction", "call", "call_many"):
+        counted(Appender, name)
+    counted(postgres, "copy_append")
+    counted(postgres_stream.StreamWriter, "write")
+    return taken
+
+
 @pytest.mark.parametrize(
     ("path", "events"),
     [
-        ("client-side", _events("ses_b", 3, "b", big=1)),  # a large content: a blob
-        ("copy", _events("ses_b", 20, "b")),  # more than CALL_ROWS events
-        ("stream", _events("ses_b", 3, "b", big=1)),
+        ("transaction", _events("ses_b", 3, "b", big=1)),  # a large content: a blob
+        ("copy_append", _events("ses_b", 20, "b")),  # more than CALL_ROWS events
+        ("write", _events("ses_b", 3, "b", big=1)),  # the streamed writer
     ],
     ids=["append_many_client_side", "append_many_copy", "append_stream"],
 )
 def test_a_lock_timeout_is_reported_as_cancelled_and_appends_nothing(
-    pg_server: PgServer, tmp_path: Path, path: str, events: list[Event]
+    pg_server: PgServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    events: list[Event],
 ) -> None:
     """A role whose lock waits end after 200 ms, the append lock held by another
     session: the append is cut while it waits (LockNotAvailable). Each of these paths
     is one transaction, so the message says nothing was written (session 44: the two
-    append_many paths said "re-send the same events", as a small append's wait does)."""
+    append_many paths said "re-send the same events", as a small append's wait does).
+    Each case checks that its path, and only it, ran."""
     with (
         role_url(pg_server, tmp_path, "lt", lock_timeout=200) as url,
         PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store,
     ):
         store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        taken = paths_taken(monkeypatch)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
-            if path == "stream":
+            if path == "write":
                 store.append_stream([StreamedRequest("ses_b", iter(events), 0)])
             else:
                 store.append_many([AppendRequest("ses_b", events, 0)])
+        assert taken == {path: 1}
         said = str(caught.value)
         assert "lock timeout" in said and "nothing of the append was written: retry" in said
         assert "re-send" not in said
@@ -197,7 +232,7 @@ def test_a_lock_timeout_is_reported_as_cancelled_and_appends_nothing(
 
 
 def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stored(
-    pg_server: PgServer, tmp_path: Path
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A few events without blobs: ``ctxledger_insert`` commits them unsealed (the lock
     is taken), then ``ctxledger_await``'s wait is cut. The message says exactly that:
@@ -209,8 +244,10 @@ def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stor
     ):
         store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
         events = _events("ses_b", 3, "b")
+        taken = paths_taken(monkeypatch)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
             store.append_many([AppendRequest("ses_b", events, 0)])
+        assert taken == {"call": 1, "call_many": 1}
         said = str(caught.value)
         assert "lock timeout" in said and "nothing of the append" not in said
         assert "its events were committed before it waited for another writer's seal" in said
@@ -222,7 +259,7 @@ def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stor
 
 
 def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op(
-    pg_server: PgServer, tmp_path: Path
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A small append commits its row unsealed, then waits for the append lock; the
     role's lock_timeout cuts that wait, but the row is committed and the next writer's
@@ -235,8 +272,10 @@ def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op
         store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
         before = store.last_seq()
         (one,) = _events("ses_b", 1, "b")[:1]
+        taken = paths_taken(monkeypatch)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
             store.append("ses_b", [one], 0)
+        assert taken == {"call": 1}  # (call_one: no call_many)
         assert "lock timeout" in str(caught.value)
         assert "re-send the same events" in str(caught.value)
         assert store.append("ses_b", [one], 0) == 1  # the re-send: already stored

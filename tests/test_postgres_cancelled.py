@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import psycopg
 import psycopg.errors
 import psycopg_pool
 import pytest
+from helpers.following import follow_beside
 from helpers.pg_server import PgServer
 from test_append_stream import _events
 
@@ -415,19 +415,7 @@ def test_follow_outlasts_a_read_the_server_cancels(
                 wait_until(lambda: bool(cut))
             store.append_many([AppendRequest("ses_b", later, 0)])
 
-        async def follow() -> None:
-            with anyio.fail_after(60):
-                async for recorded in store.follow(poll_interval=0.05):
-                    seqs.append(recorded.seq)
-                    if len(seqs) == first + len(later):
-                        return
-
-        thread = threading.Thread(target=locker)
-        thread.start()
-        try:
-            anyio.run(follow)
-        finally:
-            thread.join(60)
+        follow_beside(store, seqs, first + len(later), locker)
         assert (
             seqs == list(range(1, first + len(later) + 1)) == list(range(1, store.last_seq() + 1))
         )

@@ -18,8 +18,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from helpers.following import follow_beside
 from test_append_stream import _events
 
 from ctxledger.errors import StoreBusy
@@ -87,20 +87,9 @@ def test_follow_retries_a_read_another_connection_holds_up(
             conn.close()
 
     seqs: list[int] = []
-
-    async def follow() -> None:
-        with anyio.fail_after(60):
-            async for recorded in store.follow(poll_interval=0.05, batch_size=2):
-                seqs.append(recorded.seq)
-                if len(seqs) == last:
-                    return
-
-    thread = threading.Thread(target=locker)
-    thread.start()
     try:
-        anyio.run(follow)
+        follow_beside(store, seqs, last, locker, batch_size=2)
     finally:
-        thread.join(30)
         store.close()
     assert cut and "another writer held the lock for more than 50 ms" in str(cut[0])
     assert seqs == list(range(1, last + 1))

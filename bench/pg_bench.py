@@ -470,14 +470,13 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     url = args.url
     if url is None:
-        from pg_server import PgServer, find_bin_dir
+        from pg_server import find_bin_dir, started
 
         bin_dir = find_bin_dir()
         if bin_dir is None:
             emit({"bench": "pg_bench", "error": "no PostgreSQL server binaries; pass --url"})
             return 1
-        server = PgServer(bin_dir, fsync=True)
-        server.start()
+        server = started(bin_dir, fsync=True)
         url = server.url
     try:
         only = args.only.split(",")

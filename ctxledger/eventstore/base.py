@@ -39,6 +39,7 @@ from ctxledger.errors import (
     InvalidConfig,
     InvalidEvent,
     InvalidInput,
+    StoreBusy,
     StoreError,
 )
 from ctxledger.events import (
@@ -52,6 +53,7 @@ from ctxledger.events import (
     sha256_hex,
 )
 from ctxledger.eventstore import leases
+from ctxledger.eventstore.backoff import Backoff
 from ctxledger.eventstore.contents import (
     dehydrate_layout,
     dehydrate_shared,
@@ -498,6 +500,8 @@ class EventStore(abc.ABC):
         """Yield events from `from_seq` on, then poll for new ones (forever; cancel to stop). Read-only.
 
         Each batch is read in a worker thread, so a long backlog never blocks the event loop.
+        A read another session held up past the store's wait (:class:`StoreBusy`: SQLite's
+        lock held too long) is retried with backoff, from the same seq.
         """
         import itertools
 
@@ -506,9 +510,14 @@ class EventStore(abc.ABC):
         def read_batch(start: int) -> list[Recorded]:
             return list(itertools.islice(self.read_all(start, None, batch_size), batch_size))
 
-        next_seq = from_seq
+        next_seq, backoff = from_seq, Backoff()
         while True:
-            batch = await anyio.to_thread.run_sync(read_batch, next_seq)
+            try:
+                batch = await anyio.to_thread.run_sync(read_batch, next_seq)
+            except StoreBusy:
+                await anyio.sleep(backoff.next())
+                continue
+            backoff.reset()
             if not batch:
                 await anyio.sleep(poll_interval)
                 continue

@@ -51,6 +51,7 @@ from ctxledger.errors import (
 )
 from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
 from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore.backoff import Backoff
 from ctxledger.eventstore.base import (
     MAX_SEQ,
     AppendRequest,
@@ -74,7 +75,7 @@ from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_derived import PgDerived
 from ctxledger.eventstore.postgres_errors import ConnectionLost, ServerCancelled, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
-from ctxledger.eventstore.postgres_listen import BACKOFF_FIRST, BACKOFF_MAX, Listener
+from ctxledger.eventstore.postgres_listen import Listener
 from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schema
 from ctxledger.eventstore.postgres_stream import PgStreamed
 from ctxledger.eventstore.postgres_url import (
@@ -529,7 +530,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
 
         listener = Listener(self._conninfo, self._kwargs, self._channel)
         idle = max(poll_interval, _IDLE_REREAD)
-        next_seq, backoff = from_seq, BACKOFF_FIRST
+        next_seq, backoff = from_seq, Backoff()
         try:
             while True:
                 listener.wake.clear()  # before the read: a commit after it sets it again
@@ -538,10 +539,9 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
                         self._read_batch, next_seq, MAX_SEQ, batch_size
                     )
                 except (ConnectionLost, ServerCancelled):
-                    await anyio.sleep(backoff)
-                    backoff = min(backoff * 2, BACKOFF_MAX)
+                    await anyio.sleep(backoff.next())
                     continue
-                backoff = BACKOFF_FIRST
+                backoff.reset()
                 for recorded in batch:
                     yield recorded
                     next_seq = recorded.seq + 1

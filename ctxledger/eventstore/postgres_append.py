@@ -35,6 +35,7 @@ from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
+from ctxledger.eventstore.postgres_errors import leaving
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
@@ -155,17 +156,20 @@ class Appender:
         arguments: the same steps in one round trip, its row written once (sealed
         directly) when the lock is free."""
         if len(batches) == 1 and len(batches[0].rows) == 1:
-            return self.held(conn, lambda c: self.call_one(c, batches[0]))
+            with leaving("maybe"):  # (its insert and its wait are one CALL)
+                return self.held(conn, lambda c: self.call_one(c, batches[0]))
         return self.call_many(conn, batches)
 
     def call_many(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
         """``ctxledger_insert``, then ``ctxledger_await`` if it could not seal."""
         params = self.call_params(batches)
-        found = conn.execute(q.CALL_INSERT, params).fetchone()
+        with leaving("nothing"):  # (one statement, its own transaction)
+            found = conn.execute(q.CALL_INSERT, params).fetchone()
         assert found is not None
         versions, sealed = found
         if not sealed:
-            conn.execute(q.CALL_AWAIT, (self.key, self.channel, params[6]))
+            with leaving("committed"):
+                conn.execute(q.CALL_AWAIT, (self.key, self.channel, params[6]))
         return {b.stream: int(v) for b, v in zip(batches, versions, strict=True)}
 
     def call_one(self, conn: Conn, batch: PreparedBatch) -> dict[str, int]:
@@ -240,7 +244,8 @@ class Appender:
         check_ids: bool,
     ) -> dict[str, int]:
         """:meth:`_transaction` on the connection's statements (:meth:`held`)."""
-        return self.held(conn, lambda c: self._transaction(c, batches, new_blobs, check_ids))
+        with leaving("nothing"):
+            return self.held(conn, lambda c: self._transaction(c, batches, new_blobs, check_ids))
 
     def _transaction(
         self,

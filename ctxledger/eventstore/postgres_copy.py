@@ -41,6 +41,7 @@ from psycopg.abc import PQGen
 
 from ctxledger.eventstore import postgres_schema as q
 from ctxledger.eventstore.base import AppendRequest, PreparedBatch
+from ctxledger.eventstore.postgres_errors import leaving
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_header, chain_rows, chain_tip
 
 __all__ = [
@@ -166,7 +167,8 @@ def copy_append(
 ) -> dict[str, int] | None:
     """:func:`_copy_append` on the connection's statements (``appender.held``): its
     head's ``EXECUTE``s, or plain statements where they do not hold."""
-    return appender.held(conn, lambda c: _copy_append(c, appender, heads, prepare))
+    with leaving("nothing"):  # (one transaction)
+        return appender.held(conn, lambda c: _copy_append(c, appender, heads, prepare))
 
 
 def _copy_append(

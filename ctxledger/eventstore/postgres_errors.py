@@ -5,6 +5,10 @@ ledger needs (README: PostgreSQL for fleets)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Literal
+
 import psycopg
 import psycopg.errors
 
@@ -17,7 +21,7 @@ from ctxledger.errors import (
     StoreError,
 )
 
-__all__ = ["ConnectionLost", "ServerCancelled", "translated"]
+__all__ = ["ConnectionLost", "Left", "ServerCancelled", "leaving", "translated"]
 
 _RESEND = "; an append cut off may or may not be stored: re-send the same events (ids make it safe)"
 #: what a role needs on a ledger's schema (the README's PostgreSQL section says the same)
@@ -63,11 +67,41 @@ _CANCELLED: dict[str, tuple[str, str]] = {
         "; raise transaction_timeout if it keeps happening",
     ),
 }
-#: a cancelled append that was not one transaction: rows committed to wait for the seal
-_WAITED = (
-    ", but a small append may have committed its rows to wait for another writer's seal, "
-    "and those are stored: re-send the same events (ids make it safe)"
-)
+#: what an append path had left in the ledger when the server cancelled it (:func:`leaving`)
+Left = Literal["nothing", "committed", "maybe"]
+_LEFT_ATTR = "ctxledger_left"
+#: the end of a cancelled append's message, by what it left
+_LEFT: dict[str, str] = {
+    # one transaction (client-side, COPY, streamed; a small append's insert)
+    "nothing": ", nothing of the append was written: retry",
+    # a small append's wait for the seal, after its insert committed its rows unsealed
+    "committed": (
+        ", but only its wait: its events were committed before it waited for another "
+        "writer's seal, and are stored (readers see them once the next append or settle() "
+        "seals them): do not retry them as new events; re-sending the same events is safe "
+        "(ids make it a no-op)"
+    ),
+    # a one-event call (its insert and wait in one CALL), or a path that said nothing
+    "maybe": (
+        ", but a small append commits its rows before it waits for another writer's seal, "
+        "so they may be stored: re-send the same events (ids make it safe)"
+    ),
+}
+
+
+@contextlib.contextmanager
+def leaving(left: Left) -> Iterator[None]:
+    """A psycopg error raised inside is marked with what the append path had left in
+    the ledger (`left`) should the server cancel it, for :func:`translated`'s message.
+    An inner mark stays (a path that falls back to another marks its own errors)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        if not hasattr(exc, _LEFT_ATTR):
+            setattr(exc, _LEFT_ATTR, left)
+        raise
+
+
 #: a transaction the server could not say was committed or not (class 40's 40003)
 _UNKNOWN_END = "40003"
 
@@ -78,9 +112,10 @@ def translated(
     """The error to raise for `exc` met while trying to `action` in the ledger `where`.
 
     `one_transaction`: the append ran in one transaction (the streamed one), so a cancel
-    wrote nothing of it. Otherwise a small append may have committed its rows unsealed
-    before waiting for the append lock, and the next writer to seal stores them: a cancel
-    of that wait leaves the append stored, so its error says to re-send."""
+    wrote nothing of it. Otherwise the path that met `exc` said what it had left
+    (:func:`leaving`): nothing (one transaction), its rows committed (a small append
+    cut while it waited for the seal: stored, the next writer's seal shows them), or
+    maybe (a one-event call, whose insert and wait are one statement: re-send)."""
     said = f"could not {action} in {where}"
     detail = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, psycopg.errors.DiskFull):
@@ -98,7 +133,7 @@ def translated(
         why, remedy = cancelled
         tail = ": retry"
         if action == "append":
-            tail = ", nothing of the append was written: retry" if one_transaction else _WAITED
+            tail = _LEFT["nothing" if one_transaction else getattr(exc, _LEFT_ATTR, "maybe")]
         return ServerCancelled(
             f"{said}: the server cancelled it ({detail}): {why}; its transaction was "
             f"rolled back{tail}{remedy}"

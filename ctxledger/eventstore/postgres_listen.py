@@ -13,10 +13,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "Listener"]
+from ctxledger.eventstore.backoff import Backoff
 
-#: reconnect pauses (seconds) of the listener and of the follower's reads
-BACKOFF_FIRST, BACKOFF_MAX = 0.05, 2.0
+__all__ = ["Listener"]
 
 
 class Listener:
@@ -36,19 +35,18 @@ class Listener:
         self._thread.start()
 
     def _run(self) -> None:
-        backoff = BACKOFF_FIRST
+        backoff = Backoff()
         while not self._stopping.is_set():
             try:
                 with psycopg.connect(self._conninfo, **self._kwargs) as conn:
                     conn.execute(self._listen)
                     self.wake.set()
-                    backoff = BACKOFF_FIRST
+                    backoff.reset()
                     while not self._stopping.is_set():
                         for _ in conn.notifies(timeout=0.2, stop_after=1):
                             self.wake.set()
             except psycopg.Error:
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                self._stopping.wait(backoff.next())
 
     def stop(self) -> None:
         """Ask the thread to close its connection and end (within ~0.2 s); never blocks."""

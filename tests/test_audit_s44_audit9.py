@@ -141,7 +141,8 @@ def test_a_path_after_a_dash_in_its_first_name_is_stated_from_its_second(
 
 # Item 2: a path's second readings are made one at a time, cheapest first, and answer
 # as their join did (a path glued to its parameters in 3 MB of ids no longer reads
-# grep's separators over the whole text once the parameter ids have found it).
+# grep's separators over the whole text once the parameter ids have found it), and
+# none is made for a needle with an ASCII letter or digit the text lacks.
 
 _SOUP = [
     "a.py::t[",
@@ -166,8 +167,12 @@ _SOUP = [
     "\u0301",
     "\x00",
     "\\",
+    "n",
+    "q",
+    "\u0303",
 ]
 _NEEDLES = ["x/a.sql", "a.sql", "setup.py", "src/x.py", "__init__.py", "x.py", "d/a.sql"]
+_NEEDLES += ["nq.py", "d/nq.sql", "\u00f1q.py", "n/a.sql"]
 
 
 def _joined_answer(text: str, needle: str, windows: bool) -> bool:
@@ -184,6 +189,7 @@ def _joined_answer(text: str, needle: str, windows: bool) -> bool:
 @example(["src/x.py", "-12-", "setup.py", "\n", "src/x.py", ":", "1"], False)
 @example(["|--", "__init__.py"], False)
 @example(['"', "d/", "\\n", "setup.py", '"'], False)
+@example(['"', "\\n", "\u0303", "q.py", '"'], False)
 def test_the_second_readings_one_at_a_time_answer_as_their_join(
     pieces: list[str], windows: bool
 ) -> None:
@@ -198,5 +204,8 @@ def test_a_path_found_in_parameter_ids_reads_no_grep_separators() -> None:
     hay = Haystack(text)
     assert hay.holds("path", "x/a.sql")
     assert len(hay._follows) == 3  # (the escapes, the tree's branches, the ids)
+    # a needle with a letter the text lacks is in no reading: none more is made
     assert not hay.holds("path", "nothere/q.sql")
+    assert len(hay._follows) == 3
+    assert not hay.holds("path", "a/x.sql")  # (its letters are all there: grep is read)
     assert len(hay._follows) == 4

@@ -97,6 +97,7 @@ _PERIOD_END = re.compile(r"(?<!\.)\.\Z")
 #: a path's second readings, cheapest first: the words after a text's escapes, a tree's
 #: branches, pytest parameter ids, grep's context lines
 _FOLLOWS = (escape_follows, tree_follows, parameter_ids, grep_follows)
+_NOT_ASCII_ALNUM = re.compile("[^A-Za-z0-9]+")
 #: where a line ends (a JOIN ends a text), and the mark it leaves in the folded text;
 #: ``\x00`` is :data:`JOIN` (from :mod:`.factscan`): a sentence ending one text of a joined
 #: haystack ends a line, and unmarked the JOIN would stay glued to it (no blank)
@@ -286,14 +287,16 @@ class Haystack:
         if kind != "path":
             return False
         # Only a path starting right after a blanked escape is found in the blanked
-        # text and not in the text (the escape's letter was glued to it), and what
-        # decides a match there lies in the words after the escapes: checked in them
-        # alone, not in the whole blanked text again (a path before a pytest
-        # parameter's ``-``: in the blanked brackets alone). Session 44: each reading is
-        # made when first needed, cheapest first (3 MB of ids read grep's separators
-        # first, ~0.6 s, for none); they answer as their join (as JoinedHaystack)
+        # text and not in the text, and what decides it lies in the words after the
+        # escapes: checked in them alone (a path before a pytest parameter's ``-``: in
+        # the blanked brackets alone). Session 44: each reading is made when first
+        # needed, cheapest first (grep's cost ~0.6 s on 3 MB of ids, for none), and they
+        # answer as their join (as JoinedHaystack); their ASCII letters and digits are
+        # the text's, so a needle with one the text lacks is in none
         if not normalized or JOIN in normalized or normalized.strip() != normalized:
             return self._follows_joined()._holds_fact(kind, normalized, windows)
+        if not self._may_hold(False, self.folded, _NOT_ASCII_ALNUM.sub("", normalized)):
+            return False
         for at, follows in enumerate(_FOLLOWS):
             if at == len(self._follows):
                 read = follows(self.text)

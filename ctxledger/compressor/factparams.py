@@ -35,10 +35,10 @@ _SUFFIX = re.compile(rf"(?:{SECOND_SUFFIXES})")
 
 def parameter_spans(text: str) -> list[tuple[int, int]]:
     """The spans of the ``-`` that follow a known extension inside a pytest node id's
-    parameter brackets (``-`` after ``.sql`` in ``x.py::test[a/b.sql-utf-8]``), each
-    bracket's after its first name and ``/`` when that name holds a ``-`` (``utf-8-t/``
-    in ``x.py::test[utf-8-t/a.sql]``: ``utf-8`` may be a parameter or part of the
-    folder's name; pytest writes both alike, so the path is stated as ``a.sql``)."""
+    parameter brackets (``-`` after ``.sql`` in ``x.py::test[a/b.sql-utf-8]``), and a
+    bracket's first name and its ``/`` when that name holds a ``-`` (``utf-8-t/`` in
+    ``x.py::test[utf-8-t/a.sql]``: ``utf-8`` may be a parameter or part of the folder's
+    name; pytest writes both alike, so the path is stated as ``a.sql``)."""
     spans: list[tuple[int, int]] = []
     for start, end, dashes in _separated(text):
         slash = text.find("/", start, end)

@@ -231,6 +231,9 @@ _PIECES = [
     ":",
     "\u02b0",
     "\u0663",
+    # session 44 (review): a lone ``/`` and ``.``, for empty, ``.`` and ``..`` names
+    "/",
+    ".",
 ]
 
 
@@ -240,6 +243,9 @@ _PIECES = [
 @example(["a", ".py", "::", "t", "[", "x/", ".j2", "-", "x/", ".sql", "-", "1", "]"])
 @example(["a", ".py", "::", "t", "[", "a", "]", ".py", "::", "t", "[", "a", ".sql", "-", "-", "]"])
 @example(["a", ".py", "::", "t", "[", "a", "-", "x/", "a", ".sql", "-", "1", "]"])  # session 44
+@example(
+    ["a", ".py", "::", "t", "[", "a", "-", "x/", "/", ".", "/", ".", ".", "/", "a", ".sql", "]"]
+)
 def test_the_separators_are_the_references(pieces: list[str]) -> None:
     """Property: production's separators are the reference's on any soup of the pieces
     a node id is made of."""

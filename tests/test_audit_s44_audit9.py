@@ -48,6 +48,14 @@ _FIX = "test/cli/commands_test.py::test__cli__command__fix"
         # with parameters after the path too
         ("tests/x.py::T::test_a[L001-t/d/a.sql-v1-False]", ["tests/x.py", "d/a.sql"]),
         ("tests/x.py::test_a[-/a.sql]", ["tests/x.py", "a.sql"]),
+        # empty, ``.`` and ``..`` names after the first are blanked with it (``/a.sql``,
+        # ``../c.sql`` would be other files, and not written there)
+        ("tests/x.py::test_a[utf-8-data//a.sql]", ["tests/x.py", "a.sql"]),
+        ("tests/x.py::test_a[a-b//c/d.sql]", ["tests/x.py", "c/d.sql"]),
+        ("tests/x.py::test_a[a-b///c.sql]", ["tests/x.py", "c.sql"]),
+        ("tests/x.py::test_a[a-b/../c.sql]", ["tests/x.py", "c.sql"]),
+        ("tests/x.py::test_a[a-b/.//./x/../c.sql-1]", ["tests/x.py", "x/../c.sql"]),
+        ("tests/x.py::test_a[a-b/...x/c.sql]", ["tests/x.py"]),  # (``...x/`` is a name)
         # a first name with no ``-``, a ``-`` only after the first ``/``: as before
         ("tests/x.py::test_a[utf8/a.sql]", ["tests/x.py", "utf8/a.sql"]),
         ("tests/x.py::test_a[t/my-data/a.sql]", ["tests/x.py", "t/my-data/a.sql"]),
@@ -95,6 +103,9 @@ def test_the_first_name_is_blanked_for_paths_only() -> None:
 
 
 _NAME = st.text("abcxyz019_", min_size=1, max_size=6)
+#: a folder: a name, or an empty, ``.`` or ``..`` one (blanked with the first name when
+#: it comes right after it: ``[utf-8-data//a.sql]`` states ``a.sql``)
+_FOLDER = st.one_of(_NAME, st.sampled_from(["", ".", ".."]))
 _FIRST = st.sampled_from(["utf-8", "L001", "a-b", "-", "x.sql-1", "test-data", "1-2-3"])
 _EXTENSION = st.sampled_from([".sql", ".py", ".json", ".yaml.j2", ".tar.gz"])
 _AFTER = st.lists(st.sampled_from(["autodetect", "False", "1", "-1", "a-b"]), max_size=2)
@@ -104,7 +115,7 @@ _AFTER = st.lists(st.sampled_from(["autodetect", "False", "1", "-1", "a-b"]), ma
 @given(
     _FIRST,
     _NAME,
-    st.lists(_NAME, max_size=2),
+    st.lists(_FOLDER, max_size=3),
     _NAME,
     _EXTENSION,
     _AFTER,
@@ -112,6 +123,8 @@ _AFTER = st.lists(st.sampled_from(["autodetect", "False", "1", "-1", "a-b"]), ma
 )
 @example("L001", "test", ["fixtures", "linter"], "indentation_errors", ".sql", [], False)
 @example("utf-8", "data", [], "a", ".sql", ["1"], True)
+@example("utf-8", "data", [""], "a", ".sql", [], False)
+@example("a-b", "b", ["..", "", "x", ".."], "c", ".sql", ["1"], False)
 def test_a_path_after_a_dash_in_its_first_name_is_stated_from_its_second(
     first: str,
     head: str,
@@ -122,18 +135,22 @@ def test_a_path_after_a_dash_in_its_first_name_is_stated_from_its_second(
     in_class: bool,
 ) -> None:
     """Property: a path in a node id's brackets whose first name holds a ``-`` (a
-    parameter glued on, or the folder's own) is stated from its second name on, found
-    in its own line; neither the whole nor the path after the ``-`` is stated, and the
-    view keeps the shared part and the whole but not the path after the ``-``."""
-    shared = "/".join([*folders, name]) + extension
+    parameter glued on, or the folder's own) is stated from its second name on (past
+    empty, ``.`` and ``..`` names), found in its own line; neither the whole nor the
+    path after the ``-`` is stated, and the view keeps the shared part and the whole but
+    not the path after the ``-``."""
+    names = [*folders, name]
+    shared = "/".join(names) + extension
+    lead = next(at for at, folder in enumerate(names) if folder not in ("", ".", ".."))
+    stated = "/".join(names[lead:]) + extension
     cut = f"{head}/{shared}"
     whole = f"{first}-{cut}"
     node = "tests/test_x.py::" + ("TestX::" if in_class else "") + "test_y"
     line = f"{node}[{'-'.join([whole, *after])}] PASSED\n"
     paths = facts_of(line, "path")
-    assert shared in paths
-    assert whole not in paths and cut not in paths
-    assert view_keeps("path", shared, line)
+    assert stated in paths
+    assert whole not in paths and cut not in paths and f"/{stated}" not in paths
+    assert view_keeps("path", stated, line)
     assert not view_keeps("path", cut, line)
     if not after:
         assert view_keeps("path", whole, line)

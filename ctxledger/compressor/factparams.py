@@ -38,14 +38,28 @@ def parameter_spans(text: str) -> list[tuple[int, int]]:
     parameter brackets (``-`` after ``.sql`` in ``x.py::test[a/b.sql-utf-8]``), and a
     bracket's first name and its ``/`` when that name holds a ``-`` (``utf-8-t/`` in
     ``x.py::test[utf-8-t/a.sql]``: ``utf-8`` may be a parameter or part of the folder's
-    name; pytest writes both alike, so the path is stated as ``a.sql``)."""
+    name; pytest writes both alike, so the path is stated as ``a.sql``), with any empty,
+    ``.`` or ``..`` names right after it (``utf-8-t//../`` in ``[utf-8-t//../a.sql]``)."""
     spans: list[tuple[int, int]] = []
     for start, end, dashes in _separated(text):
         slash = text.find("/", start, end)
         if text.find("-", start, slash) != -1:
-            spans.append((start, slash + 1))
+            spans.append((start, _past_empty_names(text, slash + 1, end)))
         spans += [(dash, dash + 1) for dash in dashes]
     return spans
+
+
+def _past_empty_names(text: str, at: int, end: int) -> int:
+    """Where the path's second name starts after `at`: past each empty, ``.`` or ``..``
+    name and its ``/`` (``[a-b//c.sql]``, ``[a-b/../c.sql]``: both readings name
+    ``c.sql``, but ``/c.sql`` and ``../c.sql`` are other files, never written there)."""
+    while True:
+        for step in ("/", "./", "../"):
+            if text.startswith(step, at, end):
+                at += len(step)
+                break
+        else:
+            return at
 
 
 def parameter_ids(text: str) -> list[str] | None:

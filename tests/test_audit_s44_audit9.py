@@ -26,8 +26,11 @@ from helpers.reference_facts.pathmasks import pytest_parameter_dashes
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.compressor.factescapes import escape_follows
+from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factmatch import Haystack
 from ctxledger.compressor.factparams import parameter_ids, parameter_spans
+from ctxledger.compressor.factscan import JOIN
 
 _FIX = "test/cli/commands_test.py::test__cli__command__fix"
 
@@ -193,11 +196,17 @@ _NEEDLES += ["nq.py", "d/nq.sql", "\u00f1q.py", "n/a.sql"]
 
 
 def _joined_answer(text: str, needle: str, windows: bool) -> bool:
-    """What main answered: the first reading, then every second reading joined."""
-    hay = Haystack(text)
-    if hay._holds_fact("path", needle, windows):
+    """What main answered: the first reading, then every second reading joined (built
+    here as main built it, in its order, not from production's ``_FOLLOWS``)."""
+    if Haystack(text)._holds_fact("path", needle, windows):
         return True
-    return hay._follows_joined()._holds_fact("path", needle, windows)
+    read = [
+        *(escape_follows(text) or []),
+        *(grep_follows(text) or []),
+        *(tree_follows(text) or []),
+        *(parameter_ids(text) or []),
+    ]
+    return bool(read) and Haystack(JOIN.join(read))._holds_fact("path", needle, windows)
 
 
 @settings(max_examples=400, deadline=None)

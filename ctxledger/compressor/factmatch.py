@@ -94,8 +94,7 @@ _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
 _SENTENCE_KINDS = frozenset({"decision", "constraint"})
 #: a sentence's one final period (not an ellipsis)
 _PERIOD_END = re.compile(r"(?<!\.)\.\Z")
-#: a path's second readings, cheapest first: the words after a text's escapes, a tree's
-#: branches, pytest parameter ids, grep's context lines
+#: a path's second readings, cheapest first (escapes, tree branches, pytest ids, grep's)
 _FOLLOWS = (escape_follows, tree_follows, parameter_ids, grep_follows)
 _NOT_ASCII_ALNUM = re.compile("[^A-Za-z0-9]+")
 #: where a line ends (a JOIN ends a text), and the mark it leaves in the folded text;
@@ -286,14 +285,12 @@ class Haystack:
             return True
         if kind != "path":
             return False
-        # Only a path starting right after a blanked escape is found in the blanked
-        # text and not in the text, and what decides it lies in the words after the
-        # escapes: checked in them alone (a path before a pytest parameter's ``-``: in
-        # the blanked brackets alone). Session 44: each reading is made when first
-        # needed, cheapest first (grep's cost ~0.6 s on 3 MB of ids, for none), and they
-        # answer as their join (as JoinedHaystack); their ASCII letters and digits are
-        # the text's, so a needle with one the text lacks is in none
-        if not normalized or JOIN in normalized or normalized.strip() != normalized:
+        # A path right after a blanked escape (or in a pytest id, grep's or a tree's line)
+        # is in a second reading only. Session 44: each is made when first needed,
+        # cheapest first (grep's ~0.6 s on 3 MB of ids, for none), answering as their
+        # join (as JoinedHaystack); their ASCII letters and digits are the text's, so a
+        # needle with one the text lacks is in none
+        if _spans_texts(normalized):
             return self._follows_joined()._holds_fact(kind, normalized, windows)
         if not self._may_hold(False, self.folded, _NOT_ASCII_ALNUM.sub("", normalized)):
             return False
@@ -458,6 +455,11 @@ def prepared(text: str, forms_of: FormsOf | None = None) -> Haystack:
     return LONG_HAYSTACKS.get(text, forms_of) if len(text) >= LONG_TEXT else Haystack(text)
 
 
+def _spans_texts(needle: str) -> bool:
+    """Whether `needle` may match across a JOIN: empty, holding one, or edge blanks."""
+    return not needle or JOIN in needle or needle.strip() != needle
+
+
 class JoinedHaystack:
     """Texts checked as if joined by :data:`JOIN` into one :class:`Haystack`, cheaper.
 
@@ -482,9 +484,7 @@ class JoinedHaystack:
 
     def holds(self, kind: str, normalized: str, windows: bool = False) -> bool:
         """What ``Haystack(JOIN.join(texts)).holds(kind, normalized, windows)`` answers."""
-        if self._joined is None and (
-            not normalized or JOIN in normalized or normalized.strip() != normalized
-        ):
+        if self._joined is None and _spans_texts(normalized):
             self._joined = Haystack(JOIN.join(self.texts))
         if self._joined is not None:
             return self._joined.holds(kind, normalized, windows)

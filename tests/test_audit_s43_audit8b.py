@@ -60,8 +60,9 @@ _SQLFLUFF = (
             ["t/d/x/a.sql-v2", "t/d/x/app.py-v2"],
         ),
         ("x.txt::test_a[t/d/x/a.sql-v2]", ["x.txt", "t/d/x/a.sql-v2"]),
-        # a parameter before the path is not cut off (where it ends is not written)
-        ("tests/x.py::test_a[utf-8-t/d/x/a.sql]", ["tests/x.py", "utf-8-t/d/x/a.sql"]),
+        # a parameter before the path, or the first folder's own ``-``: the path is
+        # stated from its second name on (session 44, ``test_audit_s44_audit9``)
+        ("tests/x.py::test_a[utf-8-t/d/x/a.sql]", ["tests/x.py", "d/x/a.sql"]),
         # a bare name: a ``-`` before it may join a parameter too (sqlfluff-1625's rule
         # ``L031`` and file ``aliases_in_join_error.sql``): where it starts is not written
         ("tests/x.py::test_a[L031-aliases_in_join_error.sql-violations22]", ["tests/x.py"]),
@@ -230,6 +231,9 @@ _PIECES = [
     ":",
     "\u02b0",
     "\u0663",
+    # session 44 (review): a lone ``/`` and ``.``, for empty, ``.`` and ``..`` names
+    "/",
+    ".",
 ]
 
 
@@ -238,6 +242,10 @@ _PIECES = [
 @example(["x/", ".py", "::", "t", "::", "t", "[", "a", ".sql", "-", "1", "]"])
 @example(["a", ".py", "::", "t", "[", "x/", ".j2", "-", "x/", ".sql", "-", "1", "]"])
 @example(["a", ".py", "::", "t", "[", "a", "]", ".py", "::", "t", "[", "a", ".sql", "-", "-", "]"])
+@example(["a", ".py", "::", "t", "[", "a", "-", "x/", "a", ".sql", "-", "1", "]"])  # session 44
+@example(
+    ["a", ".py", "::", "t", "[", "a", "-", "x/", "/", ".", "/", ".", ".", "/", "a", ".sql", "]"]
+)
 def test_the_separators_are_the_references(pieces: list[str]) -> None:
     """Property: production's separators are the reference's on any soup of the pieces
     a node id is made of."""

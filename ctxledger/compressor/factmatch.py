@@ -94,6 +94,9 @@ _LINES = re.compile(r"lines ([0-9]+)-([0-9]+)")
 _SENTENCE_KINDS = frozenset({"decision", "constraint"})
 #: a sentence's one final period (not an ellipsis)
 _PERIOD_END = re.compile(r"(?<!\.)\.\Z")
+#: a path's second readings, cheapest first (escapes, tree branches, pytest ids, grep's)
+_FOLLOWS = (escape_follows, tree_follows, parameter_ids, grep_follows)
+_NOT_ASCII_ALNUM = re.compile("[^A-Za-z0-9]+")
 #: where a line ends (a JOIN ends a text), and the mark it leaves in the folded text;
 #: ``\x00`` is :data:`JOIN` (from :mod:`.factscan`): a sentence ending one text of a joined
 #: haystack ends a line, and unmarked the JOIN would stay glued to it (no blank)
@@ -227,6 +230,7 @@ class Haystack:
         "_cased",
         "_escaped",
         "_exit_codes",
+        "_follows",
         "_lined",
         "_present",
         "_unescaped",
@@ -243,9 +247,10 @@ class Haystack:
         #: `folded` with each line's end marked (:meth:`_ends_a_line`), made when first asked
         self._lined: str | None = None
         self._escaped: bool | None = None
-        #: the words after the escapes of its escaped lines (factescapes), joined,
-        #: when it has some; False until asked
-        self._unescaped: Haystack | Literal[False] | None = False
+        #: a path's second readings (:data:`_FOLLOWS`), each made when first needed (None:
+        #: empty), and all of them joined (False until asked: :meth:`_follows_joined`)
+        self._follows: list[Haystack | None] = []
+        self._unescaped: Haystack | Literal[False] = False
         #: (case-sensitive, path, written with a backslash, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, bool, bool, str], bool] | None = (
             {} if len(text) >= LONG_TEXT else None
@@ -280,21 +285,29 @@ class Haystack:
             return True
         if kind != "path":
             return False
+        # A path right after a blanked escape (or in a pytest id, grep's or a tree's line)
+        # is in a second reading only. Session 44: each is made when first needed,
+        # cheapest first (grep's ~0.6 s on 3 MB of ids, for none), answering as their
+        # join (as JoinedHaystack); their ASCII letters and digits are the text's, so a
+        # needle with one the text lacks is in none
+        if _spans_texts(normalized):
+            return self._follows_joined()._holds_fact(kind, normalized, windows)
+        if not self._may_hold(False, self.folded, _NOT_ASCII_ALNUM.sub("", normalized)):
+            return False
+        for at, follows in enumerate(_FOLLOWS):
+            if at == len(self._follows):
+                read = follows(self.text)
+                self._follows.append(Haystack(JOIN.join(read)) if read else None)
+            hay = self._follows[at]
+            if hay is not None and hay._holds_fact(kind, normalized, windows):
+                return True
+        return False
+
+    def _follows_joined(self) -> Haystack:
         if self._unescaped is False:
-            # Only a path starting right after a blanked escape is found in the blanked
-            # text and not in the text (the escape's letter was glued to it), and what
-            # decides a match there lies in the words after the escapes: checked in
-            # them alone, a small text, not in the whole blanked text a second time
-            # (a path before a pytest parameter's ``-``: in the blanked brackets alone)
-            follows = [
-                *(escape_follows(self.text) or []),
-                *(grep_follows(self.text) or []),
-                *(tree_follows(self.text) or []),
-                *(parameter_ids(self.text) or []),
-            ]
-            self._unescaped = Haystack(JOIN.join(follows)) if follows else None
-        other = self._unescaped
-        return other is not None and other._holds_fact(kind, normalized, windows)
+            read = [piece for follows in _FOLLOWS for piece in follows(self.text) or []]
+            self._unescaped = Haystack(JOIN.join(read))
+        return self._unescaped
 
     def _holds_fact(self, kind: str, normalized: str, windows: bool) -> bool:
         """:meth:`holds` without the second reading of escaped lines."""
@@ -442,6 +455,11 @@ def prepared(text: str, forms_of: FormsOf | None = None) -> Haystack:
     return LONG_HAYSTACKS.get(text, forms_of) if len(text) >= LONG_TEXT else Haystack(text)
 
 
+def _spans_texts(needle: str) -> bool:
+    """Whether `needle` may match across a JOIN: empty, holding one, or edge blanks."""
+    return not needle or JOIN in needle or needle.strip() != needle
+
+
 class JoinedHaystack:
     """Texts checked as if joined by :data:`JOIN` into one :class:`Haystack`, cheaper.
 
@@ -466,9 +484,7 @@ class JoinedHaystack:
 
     def holds(self, kind: str, normalized: str, windows: bool = False) -> bool:
         """What ``Haystack(JOIN.join(texts)).holds(kind, normalized, windows)`` answers."""
-        if self._joined is None and (
-            not normalized or JOIN in normalized or normalized.strip() != normalized
-        ):
+        if self._joined is None and _spans_texts(normalized):
             self._joined = Haystack(JOIN.join(self.texts))
         if self._joined is not None:
             return self._joined.holds(kind, normalized, windows)

@@ -6,9 +6,12 @@ brackets (``tests/x.py::test_read[data/utf-8.sql-autodetect-False]``). Elsewhere
 backup), but inside those brackets it starts the next parameter: the path there is
 ``data/utf-8.sql``. Only a path with a folder is cut there: a ``-`` joins parameters
 before it too, so a bare name's start is not written (``[L031-aliases.sql-v2]``).
-:func:`parameter_spans` gives those separators; path finding blanks them (same
-length), and the matcher reads the brackets with them blanked too
-(:func:`parameter_ids`), so a path written as a parameter is found and stated alike.
+For the same reason a path's first name holding a ``-`` may be a parameter glued on
+or a folder's name (``[utf-8-data/a.sql]``): the path is stated from its second name
+on, the part both readings share. :func:`parameter_spans` gives those separators and
+first names; path finding blanks them (same length), and the matcher reads the
+brackets with the separators blanked too (:func:`parameter_ids`), so a path written as
+a parameter is found and stated alike.
 """
 
 from __future__ import annotations
@@ -32,8 +35,31 @@ _SUFFIX = re.compile(rf"(?:{SECOND_SUFFIXES})")
 
 def parameter_spans(text: str) -> list[tuple[int, int]]:
     """The spans of the ``-`` that follow a known extension inside a pytest node id's
-    parameter brackets (``-`` after ``.sql`` in ``x.py::test[a/b.sql-utf-8]``)."""
-    return [(dash, dash + 1) for _, _, dashes in _separated(text) for dash in dashes]
+    parameter brackets (``-`` after ``.sql`` in ``x.py::test[a/b.sql-utf-8]``), and a
+    bracket's first name and its ``/`` when that name holds a ``-`` (``utf-8-t/`` in
+    ``x.py::test[utf-8-t/a.sql]``: ``utf-8`` may be a parameter or part of the folder's
+    name; pytest writes both alike, so the path is stated as ``a.sql``), with any empty,
+    ``.`` or ``..`` names right after it (``utf-8-t//../`` in ``[utf-8-t//../a.sql]``)."""
+    spans: list[tuple[int, int]] = []
+    for start, end, dashes in _separated(text):
+        slash = text.find("/", start, end)
+        if text.find("-", start, slash) != -1:
+            spans.append((start, _past_empty_names(text, slash + 1, end)))
+        spans += [(dash, dash + 1) for dash in dashes]
+    return spans
+
+
+def _past_empty_names(text: str, at: int, end: int) -> int:
+    """Where the path's second name starts after `at`: past each empty, ``.`` or ``..``
+    name and its ``/`` (``[a-b//c.sql]``, ``[a-b/../c.sql]``: both readings name
+    ``c.sql``, but ``/c.sql`` and ``../c.sql`` are other files, never written there)."""
+    while True:
+        for step in ("/", "./", "../"):
+            if text.startswith(step, at, end):
+                at += len(step)
+                break
+        else:
+            return at
 
 
 def parameter_ids(text: str) -> list[str] | None:
@@ -43,6 +69,8 @@ def parameter_ids(text: str) -> list[str] | None:
     these too."""
     ids: dict[str, None] = {}
     for start, end, dashes in _separated(text):
+        if not dashes:
+            continue
         pieces: list[str] = []
         at = start
         for dash in dashes:
@@ -54,11 +82,11 @@ def parameter_ids(text: str) -> list[str] | None:
 
 
 def _separated(text: str) -> list[tuple[int, int, list[int]]]:
-    """Each parameter bracket's inside (start, end) holding a separator, with where the
-    separators are: a ``-`` after a known extension whose name has a folder since the
-    bracket or the last such ``-`` (``[L031-aliases.sql-v2]`` may be the rule ``L031``
-    and the file ``aliases.sql``: where a bare name starts is not written, so it is left
-    whole). A ``-`` followed by a ``/`` before the next such ``-`` (or the bracket's
+    """Each parameter bracket's inside (start, end) holding a ``/``, with where its
+    separators are (maybe none): a ``-`` after a known extension whose name has a folder
+    since the bracket or the last such ``-`` (``[L031-aliases.sql-v2]`` may be the rule
+    ``L031`` and the file ``aliases.sql``: where a bare name starts is not written, so it
+    is left whole). A ``-`` followed by a ``/`` before the next such ``-`` (or the bracket's
     end) is no separator: the name goes on as a folder's
     (``[examples/three.js-master/a.json]``)."""
     if "::" not in text:
@@ -77,8 +105,7 @@ def _separated(text: str) -> list[tuple[int, int, list[int]]]:
             if text.find("/", after, dash) != -1:
                 cuts.append(dash)
             after = dash + 1
-        if cuts:
-            found.append((start, end, cuts))
+        found.append((start, end, cuts))
     return found
 
 

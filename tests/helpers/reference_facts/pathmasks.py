@@ -123,7 +123,9 @@ def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
     each ``-`` right after a name ending with a known extension (and second suffixes),
     the name's last character before the dot a letter, digit, ``_``, ``+``, ``@`` or
     ``~``, when what follows the ``-`` is no blank and no ``]``, and a ``/`` stands
-    between the bracket (or the last such ``-``) and it."""
+    between the bracket (or the last such ``-``) and it. Session 44: before those, the
+    bracket's first name and its ``/`` when that name holds a ``-`` (a parameter glued
+    on or a folder's own ``-``: pytest writes both alike, so the path starts after it)."""
     spans: list[tuple[int, int]] = []
     for line_start, line in _lines(text):
         at = line.find("[")
@@ -131,11 +133,25 @@ def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
             close = line.find("]", at)
             inside = line[at + 1 : close] if close != -1 else ""
             if close != -1 and _one_id(inside) and _node_before(line[:at]):
+                names = inside.split("/")
+                if len(names) > 1 and "-" in names[0]:
+                    spans.append((line_start + at + 1, line_start + at + 1 + _blanked(names)))
                 spans.extend(
                     (line_start + at + 1 + d, line_start + at + 2 + d) for d in _dashes(inside)
                 )
             at = line.find("[", at + 1)
     return spans
+
+
+def _blanked(names: list[str]) -> int:
+    """How many characters of a bracket split at ``/`` are blanked: the first name, then
+    each name that is empty, ``.`` or ``..`` (and not the last), each with its ``/``."""
+    count = len(names[0]) + 1
+    for name in names[1:-1]:
+        if name not in ("", ".", ".."):
+            break
+        count += len(name) + 1
+    return count
 
 
 def _one_id(inside: str) -> bool:

@@ -43,9 +43,9 @@ from ctxledger.messages import JSON
 ChainFormat = Literal["per_event", "linked"]
 CHAIN_FORMATS: tuple[ChainFormat, ...] = ("per_event", "linked")
 #: what a decoder's fast path raises on a stored payload it cannot take as today's shape:
-#: msgspec's errors, or TypeError for a payload that is no bytes (NULL or a number, as a
-#: tool could write); the slow path (:func:`~ctxledger.events.upcast_stored`) names it
-UNDECODED = (msgspec.DecodeError, msgspec.ValidationError, TypeError)
+#: msgspec's errors (``events.UNREADABLE``), or TypeError for a payload that is no bytes
+#: (NULL or a number, as a tool could write); the slow path (``upcast_stored``) names it
+UNDECODED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, TypeError)
 
 
 class VerifyReport(msgspec.Struct, frozen=True):

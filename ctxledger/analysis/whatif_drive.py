@@ -26,6 +26,7 @@ from ctxledger.analysis.history import (
     Step,
     SystemStep,
     UsageStep,
+    withdrawn_ids,
 )
 from ctxledger.analysis.replayids import PresetIds, ReplayClock
 from ctxledger.analysis.whatif_loop import (
@@ -235,9 +236,8 @@ class _Driver:
         live = self.svc.ledger.transcript.session(self.svc.tip(self.sid)).live
         if live[max(0, len(live) - len(ids)) :] == ids:
             return ids
-        shown = ", ".join(ids)
         self.notes.append(
-            f"turn {self.turn}: the withdrawal of {shown} was not replayed "
+            f"turn {self.turn}: the withdrawal of {withdrawn_ids(ids)} was not replayed "
             "(the what-if's view no longer ends with it)"
         )
         return []

@@ -135,6 +135,11 @@ def check_references(
         for e in events:
             if isinstance(e, ReplyWithdrawn):
                 _check_withdrawal(e.message_ids, view, request.stream)
+                if not any(isinstance(x, MessageAppended) for x in events):
+                    raise InvalidInput(
+                        "a withdrawal goes in the append of the messages sent instead of "
+                        "the reply, and this one holds none; nothing was appended"
+                    )
                 continue
             if isinstance(e, ToolOutputPersisted | MessagePinned):
                 named = [] if e.message_id in batch else [e.message_id]

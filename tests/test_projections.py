@@ -93,13 +93,17 @@ class LedgerMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), last=st.integers(1, 2))
     def withdraw_last(self, pick: int, last: int) -> None:
-        """The proxy's withdrawal of a reply the client went on without (its last messages)."""
+        """The proxy's withdrawal of a reply the client went on without (its last messages),
+        in the append of the message the client sent instead (a withdrawal alone is
+        refused since session 44: a what-if replays it with its append's messages)."""
         live = self._live()
         sid = live[pick % len(live)]
         ids = self.ledger.transcript.live_ids(sid)[-last:]
         if ids:
             event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
-            self.ledger.append([AppendRequest(sid, [event], self.ledger.version(sid))])
+            instead = [{"role": "user", "content": f"instead, turn {self.turn}"}]
+            self.turn += 1
+            self.ledger.append_messages(sid, instead, extra_events=[event])
             assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
 
     @precondition(lambda self: bool(self._live()))

@@ -112,6 +112,7 @@ def test_a_client_moving_around_its_provisional_replies_never_breaks_the_ledger(
             for n, (incomplete, call, streamed, move) in enumerate(turns):
                 reply = _reply(n, incomplete, call)
                 raw = raw_responses_stream(reply) if streamed else None
+                r.upstream.script.clear()  # (a turn refused before the upstream left its own)
                 r.upstream.queue(raw or Raw((json.dumps(reply).encode(),)))
                 if n:
                     items, previous = _input(move, n, asks, kept, last)

@@ -30,9 +30,10 @@ from helpers.ledger_helpers import deterministic_ledger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxledger.analysis.history import history
 from ctxledger.cli.main import cli
 from ctxledger.errors import CtxLedgerError, InvalidInput
-from ctxledger.events import ReplyWithdrawn
+from ctxledger.events import MessageAppended, ReplyWithdrawn
 from ctxledger.eventstore import AppendRequest
 from ctxledger.integers import NOT_PRINTED_IN_LINE
 from ctxledger.ledger.facade import Ledger
@@ -85,6 +86,30 @@ def test_a_withdrawal_with_no_messages_is_refused_and_appends_nothing() -> None:
     with pytest.raises(InvalidInput, match=said):
         ledger.append([AppendRequest(sid, [alone], ledger.version(sid))])
     assert ledger.store.last_seq() == before
+    ledger.close()
+
+
+def test_a_withdrawal_before_the_messages_of_its_append_is_refused() -> None:
+    """A replay attaches a withdrawal to the first message read after the withdrawn ones:
+    put before its append's message, it was taken and a what-if said "not replayed"."""
+    ledger = deterministic_ledger()
+    sid, _ = _session(_service(ledger))
+    view = ledger.transcript.session(sid)
+    withdrawal = ReplyWithdrawn(**ledger.event_fields(sid), message_ids=view.live[-1:])
+    message = MessageAppended(
+        **ledger.event_fields(sid),
+        message_id=ledger.ids("msg"),
+        message=_said(7),
+        tokens=5,
+        encoding=view.encoding,
+    )
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match="after one of them, and this one holds none before"):
+        ledger.append([AppendRequest(sid, [withdrawal, message], ledger.version(sid))])
+    assert ledger.store.last_seq() == before
+    ledger.append([AppendRequest(sid, [message, withdrawal], ledger.version(sid))])  # the order
+    assert ledger.transcript.session(sid).live[-1] == message.message_id
+    assert history(ledger, sid).notes == []
     ledger.close()
 
 

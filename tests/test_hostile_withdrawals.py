@@ -363,8 +363,6 @@ def test_an_edited_withdrawal_row_is_a_clear_error_or_a_failed_verify(
 def test_a_note_names_a_long_withdrawal_short(tmp_path: Path) -> None:
     """The history's note on a withdrawal it cannot attach to an append (ids no message
     of the log has) names the first three ids and how many more."""
-    from ctxledger.analysis.history import history
-
     db = tmp_path / "l.db"
     _, sid = EDITS["200,000 ids"](db)
     ledger = Ledger.open(db)
@@ -385,3 +383,27 @@ def test_the_template_is_sound(tmp_path: Path) -> None:
         result = runner.invoke(cli, ["--db", str(db), *args])
         assert result.exit_code == 0, (args, result.output[-500:])
     shutil.rmtree(tmp_path)
+
+
+def test_a_ledger_holding_a_lone_withdrawal_still_reads(tmp_path: Path) -> None:
+    """Before session 44 a withdrawal could go in alone (an append with no message):
+    such a ledger, written here past the append's check as an older writer did, verifies,
+    shows, replays and what-ifs; the what-if notes the withdrawal it cannot replay."""
+    db = tmp_path / "l.db"
+    with deterministic_ledger(db) as ledger:
+        svc = _service(ledger)
+        sid, _ = _session(svc, turns=1)
+        reply = ledger.transcript.session(sid).live[-1:]
+        alone = ReplyWithdrawn(**ledger.event_fields(sid), message_ids=reply)
+        ledger.store.append_many([AppendRequest(sid, [alone], ledger.version(sid))])
+        ledger.refresh()
+        anyio.run(lambda: svc.append(sid, [_said(1)]))
+        assert not set(reply) & set(ledger.transcript.session(sid).live)
+    note = f"the withdrawal of {reply[0]!r} was not replayed (the replay keeps it)"
+    runner = CliRunner()
+    for command in COMMANDS:
+        args = [a.format(sid=sid) for a in command]
+        result = runner.invoke(cli, ["--db", str(db), *args])
+        assert result.exit_code == 0, (args, result.output[-500:])
+        if "offline" in command:
+            assert f"note: {note}" in result.output

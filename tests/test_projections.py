@@ -107,6 +107,20 @@ class LedgerMachine(RuleBasedStateMachine):
             assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
 
     @precondition(lambda self: bool(self._live()))
+    @rule(pick=st.integers(0, 10), last=st.integers(1, 2))
+    def withdraw_alone_as_before(self, pick: int, last: int) -> None:
+        """A withdrawal alone, as ledgers written before session 44 hold them: written
+        to the store past the append's check (an older writer), then read back."""
+        live = self._live()
+        sid = live[pick % len(live)]
+        ids = self.ledger.transcript.live_ids(sid)[-last:]
+        if ids:
+            event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
+            self.ledger.store.append_many([AppendRequest(sid, [event], self.ledger.version(sid))])
+            self.ledger.refresh()
+            assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
+
+    @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), back=st.integers(2, 6), twice=st.booleans())
     def withdraw_not_the_end(self, pick: int, back: int, twice: bool) -> None:
         """Only the view's last messages can be withdrawn: a middle one (or the last one

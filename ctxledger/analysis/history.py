@@ -34,7 +34,7 @@ from ctxledger.events import (
     ToolsDeclared,
     UsageReported,
 )
-from ctxledger.integers import shown_id
+from ctxledger.integers import shown_ids
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec, recorded_loop
 from ctxledger.messages import JSON, StoredRole, role_of
@@ -395,7 +395,7 @@ class _Reader:
                 )
                 return
         self.notes.append(
-            f"the withdrawal of {withdrawn_ids(e.message_ids)} was not replayed (the replay keeps it)"
+            f"the withdrawal of {shown_ids(e.message_ids)} was not replayed (the replay keeps it)"
         )
 
     def _switched(self, e: SessionSwitched) -> None:
@@ -447,11 +447,3 @@ def history(ledger: Ledger, session_id: str) -> History:
         message_ids=tuple(reader.ids),
         notes=reader.notes,
     )
-
-
-def withdrawn_ids(ids: list[str]) -> str:
-    """The ids of a withdrawal as a note names them: the first three, each quoted as an
-    id (whole up to 1,024 characters, escaped), and how many more. A log edited by hand
-    may hold thousands, or one of megabytes."""
-    more = f" and {len(ids) - 3:,} more" if len(ids) > 3 else ""
-    return ", ".join(map(shown_id, ids[:3])) + more

@@ -26,7 +26,6 @@ from ctxledger.analysis.history import (
     Step,
     SystemStep,
     UsageStep,
-    withdrawn_ids,
 )
 from ctxledger.analysis.replayids import PresetIds, ReplayClock
 from ctxledger.analysis.whatif_loop import (
@@ -39,6 +38,7 @@ from ctxledger.analysis.whatif_loop import (
     split,
 )
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown_ids
 from ctxledger.limits import replaying_recorded
 from ctxledger.messages import JSON, role_of
 from ctxledger.runtime.service import ContextService
@@ -237,7 +237,7 @@ class _Driver:
         if live[max(0, len(live) - len(ids)) :] == ids:
             return ids
         self.notes.append(
-            f"turn {self.turn}: the withdrawal of {withdrawn_ids(ids)} was not replayed "
+            f"turn {self.turn}: the withdrawal of {shown_ids(ids)} was not replayed "
             "(the what-if's view no longer ends with it)"
         )
         return []

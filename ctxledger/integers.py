@@ -106,6 +106,15 @@ def shown_id(value: object) -> str:
     return f"{text[:40]!r}…{text[-24:]!r} ({len(text):,} characters)"
 
 
+def inline_id(value: str) -> str:
+    """An id in a log line: unquoted, escaped by :func:`printable`, and cut past
+    :data:`ID_CHARS` as :func:`shown_id` cuts it (a ledger edited by SQL may hold any)."""
+    text = str.__str__(value)
+    if len(text) > ID_CHARS + 32:
+        text = f"{text[:40]}…{text[-24:]} ({len(text):,} characters)"
+    return printable(text)
+
+
 def shown_ids(ids: Sequence[object], first: int = 3) -> str:
     """Ids as a message lists them: the first few through :func:`shown_id`, and how many
     more (a log edited by hand may hold thousands)."""

@@ -37,14 +37,14 @@ async def _turn(tmp_path: Path, messages: list[dict[str, Any]], *say: Say) -> in
         return resp.status_code
 
 
-def _old_ledger(tmp_path: Path) -> str:
+def _old_ledger(tmp_path: Path, suffix: str = HOSTILE) -> str:
     """The server's ledger holding family ``fam`` and a branch of it whose id (in the
-    streams table and every payload naming it) is rewritten by SQL to hold HOSTILE."""
+    streams table and every payload naming it) is rewritten by SQL to end with `suffix`."""
     assert anyio.run(_turn, tmp_path, [{"role": "user", "content": "one"}]) == 200
     assert anyio.run(_turn, tmp_path, [{"role": "user", "content": "two"}]) == 200  # branch
     with sqlite3.connect(tmp_path / "server.db") as conn:
         (branch,) = [s for (s,) in conn.execute("SELECT stream FROM streams") if s != "fam"]
-        hostile = branch + HOSTILE
+        hostile = branch + suffix
         conn.execute("UPDATE streams SET stream = ? WHERE stream = ?", (hostile, branch))
         conn.execute(
             "UPDATE events SET payload = CAST(replace(CAST(payload AS TEXT), ?, ?) AS BLOB)",
@@ -89,3 +89,18 @@ def test_a_stored_session_id_is_logged_escaped(
     shown = hostile.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e").replace("\n", "\\n")
     assert line == f"session {shown}: {wanted}"
     assert not NOT_PRINTED_IN_LINE.search(line)
+
+
+def test_a_stored_session_id_of_megabytes_is_logged_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An id no check of today lets in (5,000 characters) is cut in a log line as an
+    error cuts it: its start and its end, and its length."""
+    hostile = _old_ledger(tmp_path, HOSTILE + "y" * 5_000)
+    with caplog.at_level(logging.INFO, logger="ctxledger.server"):
+        assert anyio.run(_turn, tmp_path, [{"role": "user", "content": "two"}]) == 200
+    (line,) = [m for m in _lines(caplog) if "a repeated turn's reply" in m]
+    head = hostile[:40].replace("\x1b", "\\x1b").replace("\u202e", "\\u202e")
+    head = head.replace("\n", "\\n")
+    cut = f"{head}…{'y' * 24} ({len(hostile):,} characters)"
+    assert line == f"session {cut}: a repeated turn's reply is not recorded"

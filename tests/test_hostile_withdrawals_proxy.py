@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from helpers.fake_upstream import Raw, raw_responses_stream
 from helpers.server_rig import rig
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxledger.events import MessageAppended, ReplyWithdrawn
@@ -92,7 +92,18 @@ def _check(r: Any) -> None:
             assert set(e.message_ids) <= provisional, e
 
 
+#: an incomplete reply (text, streamed text, text and a call) the client goes on without:
+#: each writes a ReplyWithdrawn (so the round reaches the withdrawal it fuzzes)
+WITHDRAWING = [
+    [(True, call, streamed, "without"), (False, False, streamed, "without")]
+    for call, streamed in ((False, False), (False, True), (True, False))
+]
+
+
 @settings(max_examples=25, deadline=None)
+@example(turns=WITHDRAWING[0])
+@example(turns=WITHDRAWING[1])
+@example(turns=WITHDRAWING[2])
 @given(
     st.lists(
         st.tuples(st.booleans(), st.booleans(), st.booleans(), st.sampled_from(MOVES)),
@@ -103,7 +114,7 @@ def _check(r: Any) -> None:
 def test_a_client_moving_around_its_provisional_replies_never_breaks_the_ledger(
     turns: list[tuple[bool, bool, bool, str]],
 ) -> None:
-    async def main(place: Path) -> None:
+    async def main(place: Path) -> int:
         async with rig(place) as r:
             asks: list[dict[str, Any]] = [_ask(0)]
             kept: list[Any] = [_ask(0)]  # what the client sends back as its history
@@ -130,6 +141,10 @@ def test_a_client_moving_around_its_provisional_replies_never_breaks_the_ledger(
                     {k: v for k, v in item.items() if k != "status"} for item in reply["output"]
                 ]
                 _check(r)
+            events = [x.event for x in r.service.ledger.store.read_all()]
+            return sum(isinstance(e, ReplyWithdrawn) for e in events)
 
     with tempfile.TemporaryDirectory() as place:
-        anyio.run(main, Path(place))
+        withdrawals = anyio.run(main, Path(place))
+    if turns in WITHDRAWING:
+        assert withdrawals == 1, turns

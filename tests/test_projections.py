@@ -113,12 +113,14 @@ class LedgerMachine(RuleBasedStateMachine):
         to the store past the append's check (an older writer), then read back."""
         live = self._live()
         sid = live[pick % len(live)]
+        if not self.ledger.transcript.live_ids(sid):  # (a fresh session: a turn to withdraw)
+            self.ledger.append_messages(sid, self.synth.turn(self.turn))
+            self.turn += 1
         ids = self.ledger.transcript.live_ids(sid)[-last:]
-        if ids:
-            event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
-            self.ledger.store.append_many([AppendRequest(sid, [event], self.ledger.version(sid))])
-            self.ledger.refresh()
-            assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
+        event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
+        self.ledger.store.append_many([AppendRequest(sid, [event], self.ledger.version(sid))])
+        self.ledger.refresh()
+        assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
 
     @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), back=st.integers(2, 6), twice=st.booleans())

@@ -471,6 +471,10 @@ def encode_event(event: Event) -> bytes:
     return _encoder.encode(event)
 
 
+#: msgspec's errors on a payload it cannot read (RecursionError: nested thousands deep)
+UNREADABLE = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
 def decode_event(payload: bytes | str, kind: str | None = None, schema: int | None = None) -> Event:
     """Decode a stored payload, upcasting it first when its schema is older than today's."""
     try:
@@ -491,7 +495,7 @@ def decode_event(payload: bytes | str, kind: str | None = None, schema: int | No
         data["kind"] = kind
         converted: Event = msgspec.convert(data, AnyEvent)
         return converted
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except UNREADABLE as exc:
         raise InvalidEvent(f"cannot decode {kind or 'event'}: {exc}") from exc
 
 
@@ -515,7 +519,7 @@ def upcast_stored(payload: bytes, schema: int) -> Event:
         raise InvalidEvent("the row's payload is empty (NULL or no bytes)")
     try:
         kind = msgspec.json.decode(payload, type=_Tag).kind
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except UNREADABLE as exc:
         raise InvalidEvent(f"the payload is not an event: {exc}") from exc
     return decode_event(payload, kind, schema)
 

@@ -9,8 +9,9 @@ Blanks: spaces and tabs around the digits are allowed, everywhere (``int()`` all
 them, and HTTP strips them around a header value); nothing is allowed inside.
 
 Values quoted in errors live here too: :func:`shown` (any value, short), :func:`shown_id`
-(an id, whole), and the one set of characters ctxledger will not print as they are
-(:data:`NOT_PRINTED_IN_LINE`, escaped by :func:`escaped`; ``ctxledger.terminal`` uses it).
+(an id, whole), :func:`shown_ids` (the first few ids and how many more), and the one set
+of characters ctxledger will not print as they are (:data:`NOT_PRINTED_IN_LINE`, escaped
+by :func:`escaped`; ``ctxledger.terminal`` uses it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import reprlib
+from collections.abc import Sequence
 
 #: the most digits ``int()`` reads by default (``sys.int_info.default_max_str_digits``)
 MAX_DIGITS = 4300
@@ -102,6 +104,22 @@ def shown_id(value: object) -> str:
     if len(text) <= ID_CHARS + 32:  # (an id, or SESSION@SEQ naming one)
         return repr(text)
     return f"{text[:40]!r}…{text[-24:]!r} ({len(text):,} characters)"
+
+
+def inline_id(value: str) -> str:
+    """An id in a log line: unquoted, escaped by :func:`printable`, and cut past
+    :data:`ID_CHARS` as :func:`shown_id` cuts it (a ledger edited by SQL may hold any)."""
+    text = str.__str__(value)
+    if len(text) > ID_CHARS + 32:
+        text = f"{text[:40]}…{text[-24:]} ({len(text):,} characters)"
+    return printable(text)
+
+
+def shown_ids(ids: Sequence[object], first: int = 3) -> str:
+    """Ids as a message lists them: the first few through :func:`shown_id`, and how many
+    more (a log edited by hand may hold thousands)."""
+    more = f" and {len(ids) - first:,} more" if len(ids) > first else ""
+    return ", ".join(map(shown_id, ids[:first])) + more
 
 
 #: the bidi controls that reorder what follows them: embeddings, overrides, isolates

@@ -113,6 +113,43 @@ def test_draft_checks_the_same(name: str, value: Any, error: type[Exception], sa
         draft(args.pop("messages"), args.pop("config"), args.pop("token_counts"), **args)
 
 
+OFF = CONFIG.replace(enabled=False)
+#: items the planner's scan cannot read: InvalidMessage whatever the config says
+JUNK_ITEMS: list[tuple[list[Any], str]] = [
+    (["a", "b"], "message 0: a message must be a JSON object, got str"),
+    ([*MESSAGES[:-1], None], "message 24: a message must be a JSON object, got NoneType"),
+    ([{"role": "tool", "content": "x"}], "needs validated OpenAI messages"),
+    ([{"role": "assistant", "content": None, "tool_calls": 5}], "needs validated OpenAI"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "error", "says"), WRONG, ids=range(len(WRONG)))
+def test_a_disabled_config_checks_the_same_before_it_skips(
+    name: str, value: Any, error: type[Exception], says: str
+) -> None:
+    """Session 44: with compression off and not forced, ``plan`` answered "disabled"
+    before it scanned the list, so junk items passed there unnamed; every argument is
+    checked first now, as on every other path."""
+    config = value if name == "config" else OFF
+    with pytest.raises(error, match=re.escape(says)):
+        planned(**{"config": config, name: value})
+
+
+@pytest.mark.parametrize(("messages", "says"), JUNK_ITEMS, ids=range(len(JUNK_ITEMS)))
+@pytest.mark.parametrize("config", [CONFIG, OFF], ids=["on", "off"])
+def test_unreadable_items_are_refused_whether_or_not_compression_is_on(
+    config: CompressionConfig, messages: list[Any], says: str
+) -> None:
+    with pytest.raises(InvalidMessage, match=re.escape(says)):
+        planned(config=config, messages=messages, token_counts=[1] * len(messages))
+
+
+def test_a_disabled_config_still_skips_good_messages() -> None:
+    assert planned(config=OFF).skip_reason == "disabled"
+    assert planned(config=OFF, messages=[], token_counts=[]).skip_reason == "disabled"
+    assert planned(config=OFF, force=True).action == "compress"
+
+
 def test_good_arguments_of_every_accepted_kind_still_plan() -> None:
     base = planned()
     assert base.action == "compress"

@@ -230,3 +230,29 @@ def test_a_window_past_the_context_limit_is_refused_by_name(window: int) -> None
     with pytest.raises(InvalidConfig, match="up to 1,000,000,000") as caught:
         plan([{"role": "user", "content": "x"}], CompressionConfig(), [1], context_length=window)
     assert len(str(caught.value)) < 300
+
+
+@pytest.mark.parametrize(
+    "version", [2**63, 10**2_000, 10**6_000], ids=["2^63", "2,001 digits", "6,001 digits"]
+)
+def test_an_expected_version_past_the_stores_range_is_refused_short(version: int) -> None:
+    """Session 44 (found by ``test_hostile_quotes``' property): the service compared a
+    2,000-digit expected version with the session's and raised ConcurrencyError quoting
+    it whole (2,109 characters); past 4,300 digits its message could not be written."""
+    import anyio
+    from helpers.ledger_helpers import deterministic_ledger
+
+    from ctxledger.runtime.service import ContextService
+
+    ledger = deterministic_ledger()
+    service = ContextService(ledger, config=ledger.config)
+    sid = ledger.start_session(model="m")
+    before = ledger.store.last_seq()
+    with pytest.raises(InvalidInput, match=r"^expected_version is out of range: more than 9,22"):
+        anyio.run(
+            lambda: service.append(
+                sid, [{"role": "user", "content": "x"}], expected_version=version
+            )
+        )
+    assert ledger.store.last_seq() == before
+    ledger.close()

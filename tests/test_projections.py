@@ -93,14 +93,34 @@ class LedgerMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), last=st.integers(1, 2))
     def withdraw_last(self, pick: int, last: int) -> None:
-        """The proxy's withdrawal of a reply the client went on without (its last messages)."""
+        """The proxy's withdrawal of a reply the client went on without (its last messages),
+        in the append of the message the client sent instead (a withdrawal alone is
+        refused since session 44: a what-if replays it with its append's messages)."""
         live = self._live()
         sid = live[pick % len(live)]
         ids = self.ledger.transcript.live_ids(sid)[-last:]
         if ids:
             event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
-            self.ledger.append([AppendRequest(sid, [event], self.ledger.version(sid))])
+            instead = [{"role": "user", "content": f"instead, turn {self.turn}"}]
+            self.turn += 1
+            self.ledger.append_messages(sid, instead, extra_events=[event])
             assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
+
+    @precondition(lambda self: bool(self._live()))
+    @rule(pick=st.integers(0, 10), last=st.integers(1, 2))
+    def withdraw_alone_as_before(self, pick: int, last: int) -> None:
+        """A withdrawal alone, as ledgers written before session 44 hold them: written
+        to the store past the append's check (an older writer), then read back."""
+        live = self._live()
+        sid = live[pick % len(live)]
+        if not self.ledger.transcript.live_ids(sid):  # (a fresh session: a turn to withdraw)
+            self.ledger.append_messages(sid, self.synth.turn(self.turn))
+            self.turn += 1
+        ids = self.ledger.transcript.live_ids(sid)[-last:]
+        event = ReplyWithdrawn(**self.ledger.event_fields(sid), message_ids=ids)
+        self.ledger.store.append_many([AppendRequest(sid, [event], self.ledger.version(sid))])
+        self.ledger.refresh()
+        assert not set(ids) & set(self.ledger.transcript.live_ids(sid))
 
     @precondition(lambda self: bool(self._live()))
     @rule(pick=st.integers(0, 10), back=st.integers(2, 6), twice=st.booleans())

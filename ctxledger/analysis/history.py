@@ -34,6 +34,7 @@ from ctxledger.events import (
     ToolsDeclared,
     UsageReported,
 )
+from ctxledger.integers import shown_ids
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import SessionSpec, recorded_loop
 from ctxledger.messages import JSON, StoredRole, role_of
@@ -186,6 +187,9 @@ class History(msgspec.Struct, frozen=True, kw_only=True):
     #: encodes, and compares, the same in every run)
     message_ids: tuple[str, ...]
     notes: list[str]
+    #: withdrawals the replay cannot make (no message of their append read after them,
+    #: as ledgers written before session 44 may hold): its view keeps their messages
+    kept_withdrawals: int = 0
 
 
 def scripted_steps(
@@ -298,6 +302,7 @@ class _Reader:
         self.projector = Projector()
         self.focus: dict[str, str | None] = {}
         self.notes: list[str] = []
+        self.kept_withdrawals = 0
         self.ids: dict[str, None] = {}  # (ordered as read)
         self.start_config: JSON | None = None
         self.compaction_config: JSON | None = None
@@ -393,8 +398,10 @@ class _Reader:
                     step, withdraw=list(e.message_ids), withdraw_reason=e.reason
                 )
                 return
-        shown = ", ".join(e.message_ids)
-        self.notes.append(f"the withdrawal of {shown} was not replayed (the replay keeps it)")
+        self.kept_withdrawals += 1
+        self.notes.append(
+            f"the withdrawal of {shown_ids(e.message_ids)} was not replayed (the replay keeps it)"
+        )
 
     def _switched(self, e: SessionSwitched) -> None:
         if e.reason == "revert":
@@ -444,4 +451,5 @@ def history(ledger: Ledger, session_id: str) -> History:
         config=CompressionConfig.from_snapshot(snapshot),
         message_ids=tuple(reader.ids),
         notes=reader.notes,
+        kept_withdrawals=reader.kept_withdrawals,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Container
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import ascii_int, shown, shown_id
+from ctxledger.integers import ascii_int, shown, shown_id, shown_ids
 from ctxledger.ledger.facade import Ledger
 
 
@@ -57,11 +57,10 @@ def _refused(ref: str, problem: str, sessions: Collection[str]) -> InvalidInput:
     starting = sorted(s for s in sessions if isinstance(s, str) and s.startswith(ref))
     if not starting:
         return InvalidInput(f"{shown(ref)}: {problem}")
-    names = ", ".join(shown_id(s) for s in starting[:3])  # (whole: to be copied)
-    more = f" (and {len(starting) - 3} more)" if len(starting) > 3 else ""
+    names = shown_ids(starting)  # (whole: to be copied)
     which = "session" if len(starting) == 1 else "sessions"
     return InvalidInput(
-        f"{shown(ref)}: {problem}; it is also the start of {which} {names}{more}: a ref "
+        f"{shown(ref)}: {problem}; it is also the start of {which} {names}: a ref "
         "holding @ is read as SESSION@SEQ unless it is a whole id, so write the whole id"
     )
 

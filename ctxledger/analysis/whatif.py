@@ -345,6 +345,10 @@ def _reproduction(
         )
     if differing:
         differences.append(f"prompt tokens differ in {len(differing)} of {len(turns)} turns")
+    if hist.kept_withdrawals:  # (the view differs where no count may show it)
+        differences.append(
+            f"withdrawals not replayed: {hist.kept_withdrawals:,} (the what-if keeps their messages)"
+        )
     if recorded.model_calls != alternative.model_calls:
         differences.append(
             f"model calls: recorded {recorded.model_calls}, what-if {alternative.model_calls}"

@@ -38,6 +38,7 @@ from ctxledger.analysis.whatif_loop import (
     split,
 )
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown_ids
 from ctxledger.limits import replaying_recorded
 from ctxledger.messages import JSON, role_of
 from ctxledger.runtime.service import ContextService
@@ -235,9 +236,8 @@ class _Driver:
         live = self.svc.ledger.transcript.session(self.svc.tip(self.sid)).live
         if live[max(0, len(live) - len(ids)) :] == ids:
             return ids
-        shown = ", ".join(ids)
         self.notes.append(
-            f"turn {self.turn}: the withdrawal of {shown} was not replayed "
+            f"turn {self.turn}: the withdrawal of {shown_ids(ids)} was not replayed "
             "(the what-if's view no longer ends with it)"
         )
         return []

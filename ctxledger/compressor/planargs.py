@@ -13,9 +13,11 @@ a mapping of pins is refused.
 
 Only type checks, in constant time but for the counts and the pins (the counts were
 checked before): the message list's items are checked only when the planner's scan
-fails on one (``planner.draft``), so a good list costs nothing more; what a message
-holds is the caller's to validate (``plan`` needs validated OpenAI messages, as the
-ledger's paths give it).
+fails on one (``planner.draft``), so a good list costs nothing more where a plan scans
+it anyway; a disabled config, not forced, answers its skip after that scan (session
+44: a list is refused or taken whatever ``enabled`` says), so there a good list costs
+the scan. What a message holds is the caller's to validate (``plan`` needs validated
+OpenAI messages, as the ledger's paths give it).
 """
 
 from __future__ import annotations

@@ -419,13 +419,13 @@ def draft(
         "compaction_count": compaction_count, "forced": force,
         "tail_token_budget": config.tail_token_budget(context_length),
     }  # fmt: skip
-    if not config.enabled and not force:
-        return PlanDraft.final(CompactionPlan(action="skip", skip_reason="disabled", **base))
-    try:
+    try:  # (before any answer, the disabled skip's too: junk is refused on every path)
         the_scan = scan(messages, config, cache)
     except InvalidMessage:  # (the scan's); an item that is no message object is named
         check_messages(messages)
         raise
+    if not config.enabled and not force:
+        return PlanDraft.final(CompactionPlan(action="skip", skip_reason="disabled", **base))
     layout = the_scan.layout
     compacted = compaction_count >= 1 or bool(layout.summaries)
     head_size = int(layout.has_system) + (0 if compacted else config.protect_first_n)

@@ -94,6 +94,11 @@ def target_text(target: object) -> str:
             f"the ledger path {shown(text)} is only blank characters: give a file path or a "
             "postgresql:// URL"
         )
+    if not is_url(text) and is_url(text.strip()):  # (a pasted URL: folders named by it)
+        raise InvalidInput(
+            f"the ledger URL {shown(shown_url(text.strip()))} has blank characters around "
+            "it: give it without them"
+        )
     if text.startswith("file:"):  # taken as a relative path, it left ./file:/... behind
         raise InvalidInput(
             f"{shown(text)} is a SQLite URI, not a ledger path: give the file's path (a ledger "

@@ -23,6 +23,7 @@ from ctxledger.events import (
     EVENT_DECODER,
     EVENT_TYPES,
     READ_AS_IS,
+    UNREADABLE,
     Event,
     MessageAppended,
     Recorded,
@@ -42,10 +43,9 @@ from ctxledger.messages import JSON
 #: ``"linked"`` (a :func:`row_digest` per row, one :func:`link_hash` per append)
 ChainFormat = Literal["per_event", "linked"]
 CHAIN_FORMATS: tuple[ChainFormat, ...] = ("per_event", "linked")
-#: what a decoder's fast path raises on a stored payload it cannot take as today's shape:
-#: msgspec's errors, or TypeError for a payload that is no bytes (NULL or a number, as a
-#: tool could write); the slow path (:func:`~ctxledger.events.upcast_stored`) names it
-UNDECODED = (msgspec.DecodeError, msgspec.ValidationError, TypeError)
+#: what a decoder's fast path raises on a stored payload it cannot take as today's shape, and
+#: a payload that is no bytes (NULL or a number): the slow path (``upcast_stored``) names it
+UNDECODED = (*UNREADABLE, TypeError)
 
 
 class VerifyReport(msgspec.Struct, frozen=True):

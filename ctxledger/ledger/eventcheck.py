@@ -132,9 +132,17 @@ def check_references(
             )
         batch = incoming.get(request.stream, set())
         batch = batch | {e.message_id for e in events if isinstance(e, MessageAppended)}
+        seen_message = False  # (a replay attaches a withdrawal to a message read before it)
         for e in events:
+            seen_message = seen_message or isinstance(e, MessageAppended)
             if isinstance(e, ReplyWithdrawn):
                 _check_withdrawal(e.message_ids, view, request.stream)
+                if not seen_message:
+                    raise InvalidInput(
+                        "a withdrawal goes in the append of the messages sent instead of "
+                        "the reply, after one of them, and this one holds none before it; "
+                        "nothing was appended"
+                    )
                 continue
             if isinstance(e, ToolOutputPersisted | MessagePinned):
                 named = [] if e.message_id in batch else [e.message_id]

@@ -406,7 +406,8 @@ class Ledger:
         """
         view = self.live_session(session_id)
         extra_events = listed(extra_events, "extra_events")
-        without = [m for e in extra_events if isinstance(e, ReplyWithdrawn) for m in e.message_ids]
+        withdrawn = [e.message_ids for e in extra_events if isinstance(e, ReplyWithdrawn)]
+        without = [m for ids in withdrawn for m in listed(ids, "ReplyWithdrawn.message_ids", str)]
         validated, repaired = self.check_messages(session_id, messages, without)
         repairs = [*listed(repairs, "repairs", CallIdRepair), *repaired]
         counts = count_messages(validated, view.encoding) if validated else []

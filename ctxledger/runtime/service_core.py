@@ -41,6 +41,7 @@ from ctxledger.ledger.eventcheck import listed
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.prompt import role_change
 from ctxledger.ledger.spec import SessionSpec, checked_tools
+from ctxledger.limits import check_seq
 from ctxledger.messages import JSON, CallIdRepair, check_message_list, check_system_role
 from ctxledger.runtime.caching import (
     apply_cache_markers,
@@ -312,6 +313,7 @@ class ServiceCore:
                 raise InvalidInput(
                     f"expected_version must be an integer ≥ 0, got {quoted(expected_version)}"
                 )
+            check_seq(expected_version, "expected_version")  # (a huge one was quoted whole)
             sid = self._live_tip(session_id)
             if sid != session_id or self.ledger.version(sid) != expected_version:
                 moved = session_id if sid != session_id else None

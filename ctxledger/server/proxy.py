@@ -46,6 +46,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ctxledger.errors import ContextOverflowError, CtxLedgerError
 from ctxledger.importers.responses import asks_for_tools
+from ctxledger.integers import inline_id
 from ctxledger.runtime.caching import (
     apply_cache_markers,
     native_cache_layout,
@@ -122,6 +123,12 @@ class Turn:
         self.notices: list[str] = []
         self.repeat = False  # the ledger already answered this exact history: record nothing
         self.withdraw_reason = "incomplete"  # why a reply the client dropped was provisional
+
+    @property
+    def logged_id(self) -> str:
+        """The session's id for a log line, escaped and cut: an old ledger's may hold a
+        control character (:func:`~ctxledger.integers.inline_id`)."""
+        return inline_id(self.session_id)
 
     async def record_request(self, family: str, context_length: int) -> None:
         """Append the new suffix (or start the session / a branch), then preflight."""
@@ -300,7 +307,7 @@ class Turn:
     async def record_reply(self, reply: Reply, usage: Mapping[str, Any] | None) -> None:
         """Append the reply, then report the real usage (which may compact in the loop)."""
         if self.repeat:
-            log.info("session %s: a repeated turn's reply is not recorded", self.session_id)
+            log.info("session %s: a repeated turn's reply is not recorded", self.logged_id)
             return
         replies = [] if not reply else reply if isinstance(reply, list) else [reply]
         cut = any(m.get(CUT_IN_A_CALL) for m in replies)
@@ -308,14 +315,12 @@ class Turn:
         # the client has its answer either way; the log says why the ledger lacks it
         if cut or empty:
             why = "cut inside its tool calls" if cut else "empty"
-            log.info("session %s: a reply %s is not recorded", self.session_id, why)
+            log.info("session %s: a reply %s is not recorded", self.logged_id, why)
         elif replies:
             try:
                 self.session_id = (await self.svc.append(self.session_id, replies)).session_id
             except CtxLedgerError as exc:
-                log.warning(
-                    "reply of session %s not recorded: %s", self.session_id, message_of(exc)
-                )
+                log.warning("reply of session %s not recorded: %s", self.logged_id, message_of(exc))
                 return
         if usage:
             # a final answer leaves the in-loop check to the next request's preflight
@@ -327,9 +332,7 @@ class Turn:
                 )
                 self.session_id = result.session_id
             except CtxLedgerError as exc:  # an upstream's odd figures: the turn has no usage
-                log.warning(
-                    "usage of session %s not recorded: %s", self.session_id, message_of(exc)
-                )
+                log.warning("usage of session %s not recorded: %s", self.logged_id, message_of(exc))
 
 
 class TurnStream(Response):
@@ -362,7 +365,7 @@ class TurnStream(Response):
                     elif not delivered and not self.recorded:
                         log.info(
                             "session %s: the client left mid-stream; reply not recorded",
-                            self.turn.session_id,
+                            self.turn.logged_id,
                         )
             finally:
                 self.release()
@@ -371,7 +374,7 @@ class TurnStream(Response):
         try:
             await self._record(acc)
         except BadUpstreamReply as exc:
-            sid, why = self.turn.session_id, message_of(exc)
+            sid, why = self.turn.logged_id, message_of(exc)
             log.warning("session %s: reply not recorded, its stream is unreadable: %s", sid, why)
 
     async def _record(self, acc: Accumulator) -> None:
@@ -402,19 +405,19 @@ class TurnStream(Response):
                 last = await self._relay(send, acc, parser)
             except httpx.HTTPError as exc:  # cut mid-stream (or it could not be read)
                 log.warning(
-                    "upstream stream of session %s cut: %s", self.turn.session_id, message_of(exc)
+                    "upstream stream of session %s cut: %s", self.turn.logged_id, message_of(exc)
                 )
                 last = self._broken(BadUpstreamReply(f"its stream failed: {message_of(exc)}"))
             await send({"type": "http.response.body", "body": last, "more_body": False})
         except TimeoutError:
             log.info(
                 "client of session %s took nothing for %ss: its stream is ended",
-                self.turn.session_id,
+                self.turn.logged_id,
                 self.turn.state.stall_timeout,
             )
             return False
         except OSError as exc:  # servers that raise on a send to a client that went away
-            log.info("client of session %s disconnected: %s", self.turn.session_id, message_of(exc))
+            log.info("client of session %s disconnected: %s", self.turn.logged_id, message_of(exc))
             return False
         return True
 
@@ -464,11 +467,11 @@ class TurnStream(Response):
         b"" once recorded (the end marker sent: a resend would duplicate the turn)."""
         if self.recorded:
             why = message_of(exc)
-            log.warning("session %s: after its recorded reply, %s", self.turn.session_id, why)
+            log.warning("session %s: after its recorded reply, %s", self.turn.logged_id, why)
             return b""
         self.broken = True
         message = bad_reply_message(self.turn.api.name, exc)
-        log.warning("session %s: %s", self.turn.session_id, message)
+        log.warning("session %s: %s", self.turn.logged_id, message)
         return error_event(self.turn.api.name, self.turn.api.served_by, message)
 
 
@@ -521,7 +524,7 @@ def _from_client(message: Any) -> Any:
 def _left_before_the_answer(t: Turn) -> Response:
     """A client that hung up before it had the answer: nothing of it is recorded (its
     retry, answered again, continues the line instead of branching its next turn)."""
-    log.info("session %s: the client left before the answer; none recorded", t.session_id)
+    log.info("session %s: the client left before the answer; none recorded", t.logged_id)
     return _error(t.api, 499, "client_closed", "the client left before the answer")
 
 

@@ -24,6 +24,7 @@ from ctxledger.events import (
     Event,
     LayoutEntry,
     MessageAppended,
+    ReplyWithdrawn,
     SessionStarted,
     SessionSwitched,
     encode_event,
@@ -195,6 +196,29 @@ class HostileRowsContract:
         assert report.problem is not None and f"blob {ref} is not UTF-8 text" in report.problem
         for read in _reads(store, rebuild=where == "layout"):
             with pytest.raises(IntegrityError, match=r"^the event at seq 3: .* not UTF-8 text"):
+                read()
+
+    def test_a_row_nested_thousands_deep_is_named_by_verify_and_refused_by_reads(
+        self, store: EventStore
+    ) -> None:
+        """Session 44: msgspec raises RecursionError on a payload nested past Python's
+        limit, even on a value it skips (the kind tag's read): it reached every command
+        as a traceback. Now the row cannot be decoded, like any other."""
+        event = ReplyWithdrawn(
+            event_id="evt_h_deep", session_id="ses_h", at=1_767_225_602.0, message_ids=["msg_h1"]
+        )
+        deep = b"[" * 5_000 + b"]" * 5_000
+        payload = encode_event(event).replace(b'["msg_h1"]', deep)
+        store.append("ses_h", [_started(), _message(TEXT)], 0)
+        store.append_many([AppendRequest("ses_h", [event], 2, None, [(1, payload)])])
+        report = store.verify()
+        assert (report.ok, report.first_bad_seq, report.first_bad_event_id) == (
+            False,
+            3,
+            "evt_h_deep",
+        )
+        for read in _reads(store):
+            with pytest.raises(InvalidEvent, match=r"^the event at seq 3 cannot be decoded \("):
                 read()
 
     def test_migrating_a_ledger_referencing_a_blob_that_is_not_utf8_copies_nothing(

@@ -200,12 +200,13 @@ async def test_a_result_for_a_call_withdrawn_in_the_same_append_is_refused(
     assert svc.ledger.call_ledger(sid).issued == {"call_x"}  # (the check cached nothing)
 
 
-async def test_a_provisional_reply_a_compaction_carried_is_not_withdrawn(
+async def test_a_provisional_reply_a_compaction_carried_is_withdrawn_there(
     svc: ContextService,
 ) -> None:
-    """The reply stays in the ended session's view, where the proxy reads the line's
-    history: withdrawn from the continuation only, the next turn would branch anyway.
-    So the proxy branches at once, as before session 43."""
+    """A compaction that carried the reply verbatim leaves it at the end of the
+    continuation's view: the withdrawal goes there (session 44; it branched before), and
+    the line's history leaves the reply out of the ended session's messages, so the
+    next turn continues the line too."""
     sid = await svc.start_session(model="gpt-4.1", context_length=128_000, system_prompt="Hi.")
     client: list[dict[str, object]] = []
     for i in range(12):
@@ -216,14 +217,25 @@ async def test_a_provisional_reply_a_compaction_carried_is_not_withdrawn(
         client += turn
     ask = {"role": "user", "content": "What is the plan?"}
     await svc.append(sid, [ask])
-    await svc.append(sid, [{"role": "assistant", "content": "The plan has", PROVISIONAL: "x"}])
+    reply = await svc.append(
+        sid, [{"role": "assistant", "content": "The plan has", PROVISIONAL: "x"}]
+    )
     index = HistoryIndex(svc.ledger)
     nxt = {"role": "user", "content": "Say it whole."}
     assert index.superseded(sid, [*client, ask, nxt], "Hi.") is not None  # (before)
     await svc.compress(sid)
-    assert svc.ledger.tip(sid) != sid
-    assert svc.ledger.transcript.live_messages(svc.ledger.tip(sid))[-1].get(PROVISIONAL)
-    assert index.superseded(sid, [*client, ask, nxt], "Hi.") is None
+    tip = svc.ledger.tip(sid)
+    assert tip != sid and svc.ledger.transcript.live_ids(tip)[-1] == reply.message_ids[0]
+
+    gone = index.superseded(sid, [*client, ask, nxt], "Hi.")
+    assert gone is not None and (gone.session_id, gone.withdrawn) == (tip, reply.message_ids)
+    assert gone.suffix_start == len(client) + 1
+    await svc.append(tip, [nxt], withdraw=gone.withdrawn)
+    assert reply.message_ids[0] in svc.ledger.transcript.live_ids(sid)  # (the ended view)
+    assert index.line_messages(sid) == [*client, ask, nxt]
+    later = [*client, ask, nxt, {"role": "assistant", "content": "Three steps."}]
+    match = index.match(sid, later, "Hi.")
+    assert (match.session_id, match.suffix_start, match.branch) == (tip, len(later) - 1, False)
 
 
 @pytest.mark.parametrize("loop", ["hermes", "every_call", "per_run"])

@@ -178,7 +178,11 @@ class Turn:
         reply the client went on without (the reply withdrawn in the append), else a new
         branch. The session, the messages to append, the ids to withdraw."""
         gone = self.state.history.superseded(family, client, system_prompt)
-        if gone is not None:
+        if gone is not None and not gone.withdrawn:
+            why = "a compaction took into a summary: it is no longer the end of the view"
+            log.info("session %s: the client went on without a reply %s", gone.session_id, why)
+            self.notices.append(f"the client went on without a reply {why}")
+        elif gone is not None:
             self.notices.append(f"the client went on without reply {', '.join(gone.withdrawn)}")
             self.withdraw_reason = gone.reason
             return gone.session_id, client[gone.suffix_start :], gone.withdrawn

@@ -58,6 +58,7 @@ from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import PROVISIONAL, Match
+from ctxledger.server.ownmarks import unmarked_payload
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
@@ -225,7 +226,7 @@ class Turn:
         max_tokens = self.turn.max_tokens
         retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
-            payload = self.api.upstream(self.body, self._view(), max_tokens)
+            payload = unmarked_payload(self.api.upstream(self.body, self._view(), max_tokens))
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(

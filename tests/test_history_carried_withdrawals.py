@@ -1,0 +1,119 @@
+"""The proxy's history index over compactions and withdrawals, as a property (session
+44): a client that goes on without each provisional reply, with manual compactions
+anywhere between its turns (one may carry the reply into a continuation), never
+branches; the line's recorded history is always exactly what the client holds (plus a
+provisional reply it has not yet gone on without), read alike by a warm index and a
+fresh one; and the log verifies and folds to the same state."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.clock import SequentialIds, StepClock
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.events import ReplyWithdrawn
+from ctxledger.ledger.facade import Ledger
+from ctxledger.projections import Projector
+from ctxledger.runtime.service import ContextService
+from ctxledger.server.history import PROVISIONAL, HistoryIndex
+
+CONFIG = CompressionConfig(threshold_floor_tokens=0)
+PROMPT = "Be brief."
+OPS = st.lists(st.sampled_from(["turn", "provisional", "compact"]), min_size=1, max_size=9)
+
+
+def _ask(i: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"ask {i}: " + " ".join(f"w{i}_{j}" for j in range(50))}
+
+
+class Client:
+    """A chat client through the proxy's history index, as ``proxy.Turn`` places a request."""
+
+    def __init__(self, svc: ContextService) -> None:
+        self.svc, self.index = svc, HistoryIndex(svc.ledger)
+        self.held: list[dict[str, Any]] = []  # what the client sends back
+        self.pending: dict[str, Any] | None = None  # a provisional reply it will drop
+        self.root = ""
+
+    async def ask(self, i: int, provisional: bool) -> None:
+        sent = [*self.held, _ask(i)]
+        if not self.root:
+            self.root = await self.svc.start_session(
+                model="gpt-4.1", context_length=128_000, system_prompt=PROMPT
+            )
+            sid = (await self.svc.append(self.root, sent)).session_id
+        else:
+            sid = await self._place(sent)
+        reply: dict[str, Any] = {"role": "assistant", "content": f"answer {i}"}
+        if provisional:
+            reply[PROVISIONAL] = "max_output_tokens"
+        await self.svc.append(sid, [reply])
+        self.held, self.pending = sent, reply if provisional else None
+        if not provisional:
+            self.held = [*sent, reply]
+
+    async def _place(self, sent: list[dict[str, Any]]) -> str:
+        match = self.index.match(self.root, sent, PROMPT)
+        if not match.branch:
+            assert self.pending is None
+            suffix = sent[match.suffix_start :]
+            return (await self.svc.append(match.session_id, suffix)).session_id
+        gone = self.index.superseded(self.root, sent, PROMPT)
+        assert self.pending is not None and gone is not None and gone.withdrawn, "a branch"
+        suffix = sent[gone.suffix_start :]
+        return (await self.svc.append(gone.session_id, suffix, withdraw=gone.withdrawn)).session_id
+
+    def recorded(self) -> list[dict[str, Any]]:
+        return [*self.held, *([self.pending] if self.pending else [])]
+
+
+async def _run(path: Path, ops: list[str]) -> list[str]:
+    """Runs `ops`, checking after each; the reasons of the sessions each withdrawal went
+    to (``new``: the line's first session, ``compression``: a continuation)."""
+    ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=CONFIG)
+    async with ContextService(ledger, config=CONFIG) as svc:
+        client = Client(svc)
+        for i, op in enumerate(ops):
+            if op == "compact":
+                if client.root:
+                    await svc.compress(client.root)
+            else:
+                await client.ask(i, provisional=op == "provisional")
+            if client.root:
+                assert client.index.line_messages(client.root) == client.recorded()
+                fresh = HistoryIndex(svc.ledger)
+                assert fresh.line_messages(client.root) == client.recorded()
+        starts = [svc.ledger.chains.lineage(s).reason for s in svc.ledger.chains.state.sessions]
+        assert "branch" not in starts
+        assert svc.ledger.verify().ok
+        rebuilt = Projector.rebuild(svc.ledger.store, use_checkpoint=False)
+        assert rebuilt.fingerprint() == svc.ledger.projector.fingerprint()
+        chains = svc.ledger.chains
+        return [
+            chains.lineage(rec.stream).reason
+            for rec in svc.ledger.store.read_all()
+            if isinstance(rec.event, ReplyWithdrawn)
+        ]
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=OPS)
+def test_a_client_going_on_without_provisional_replies_never_branches(ops: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(_run, Path(tmp) / "l.db", ops)
+
+
+def test_a_reply_carried_by_a_compaction_is_among_the_examples() -> None:
+    """The case the property is for, pinned: provisional, compact, then the next ask."""
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(
+            _run,
+            Path(tmp) / "l.db",
+            ["turn", "turn", "turn", "provisional", "compact", "turn", "turn"],
+        )

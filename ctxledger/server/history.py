@@ -345,6 +345,8 @@ class HistoryIndex:
         #: an ended session -> the ids its compaction carried into the continuation and
         #: how many messages that layout holds (its switch, read once from the log)
         self._carried: dict[str, tuple[frozenset[str], int]] = {}
+        #: a continuation -> (its view's length and last id, the carried ids not in it)
+        self._gone: dict[str, tuple[tuple[int, str | None], frozenset[str]]] = {}
 
     def session_messages(self, session_id: str) -> list[Mapping[str, Any]]:
         """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
@@ -390,10 +392,13 @@ class HistoryIndex:
         id out of a view; the ended session keeps it in its own)."""
         gone: set[str] = set()
         for ended, continuation in itertools.pairwise(chain):
-            carried, size = self._carried_by(ended)
-            if carried:
-                live = self.ledger.transcript.session(continuation).live
-                gone |= carried.difference(live[:size])  # (a layout starts the view)
+            live = self.ledger.transcript.session(continuation).live
+            key = (len(live), live[-1] if live else None)
+            known = self._gone.get(continuation)
+            if known is None or known[0] != key:  # (its view changed since)
+                carried, size = self._carried_by(ended)
+                known = self._gone[continuation] = (key, carried.difference(live[:size]))
+            gone |= known[1]  # (a layout starts the view)
         return gone
 
     def _carried_by(self, session_id: str) -> tuple[frozenset[str], int]:

@@ -7,11 +7,14 @@ fresh one; and the log verifies and folds to the same state."""
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
+from helpers.pg_server import PgServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,7 +76,7 @@ class Client:
         return [*self.held, *([self.pending] if self.pending else [])]
 
 
-async def _run(path: Path, ops: list[str]) -> list[str]:
+async def _run(path: Path | str, ops: list[str]) -> list[str]:
     """Runs `ops`, checking after each; the reasons of the sessions each withdrawal went
     to (``new``: the line's first session, ``compression``: a continuation)."""
     ledger = Ledger.open(path, clock=StepClock(), ids=SequentialIds(), config=CONFIG)
@@ -109,11 +112,15 @@ def test_a_client_going_on_without_provisional_replies_never_branches(ops: list[
         anyio.run(_run, Path(tmp) / "l.db", ops)
 
 
-def test_a_reply_carried_by_a_compaction_is_among_the_examples() -> None:
-    """The case the property is for, pinned: provisional, compact, then the next ask."""
-    with tempfile.TemporaryDirectory() as tmp:
-        anyio.run(
-            _run,
-            Path(tmp) / "l.db",
-            ["turn", "turn", "turn", "provisional", "compact", "turn", "turn"],
-        )
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_reply_carried_by_a_compaction_is_among_the_examples(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The case the property is for, pinned, on both stores (the index reads the ended
+    session's switch from the log): provisional, compact, then the next ask."""
+    where: Path | str = tmp_path / "l.db"
+    if backend == "postgres":
+        server: PgServer = request.getfixturevalue("pg_server")
+        where = f"{server.url}?schema=h_{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]}"
+    ops = ["turn", "turn", "turn", "provisional", "compact", "turn", "provisional", "turn"]
+    assert anyio.run(_run, where, ops) == ["compression", "compression"]

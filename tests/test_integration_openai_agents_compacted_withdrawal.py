@@ -248,5 +248,5 @@ async def test_a_reply_a_compaction_folded_branches_and_says_so(
         starts = [rec.event.reason for rec in records if isinstance(rec.event, SessionStarted)]
         assert starts == ["new", "compression", "branch"]
         assert not any(isinstance(rec.event, ReplyWithdrawn) for rec in records)
-        assert "a compaction took into a summary" in caplog.text
+        assert "no longer ends the view (a compaction took it into a summary)" in caplog.text
         assert r.service.ledger.verify().ok

@@ -180,9 +180,9 @@ class Turn:
         branch. The session, the messages to append, the ids to withdraw."""
         gone = self.state.history.superseded(family, client, system_prompt)
         if gone is not None and not gone.withdrawn:
-            why = "a compaction took into a summary: it is no longer the end of the view"
-            log.info("session %s: the client went on without a reply %s", gone.session_id, why)
-            self.notices.append(f"the client went on without a reply {why}")
+            why = "no longer ends the view (a compaction took it into a summary): a branch"
+            log.info("session %s: the client went on without a reply that %s", gone.session_id, why)
+            self.notices.append(f"the client went on without a provisional reply that {why}")
         elif gone is not None:
             self.notices.append(f"the client went on without reply {', '.join(gone.withdrawn)}")
             self.withdraw_reason = gone.reason

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.ledger_helpers import deterministic_ledger
 
-from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.integrations import hermes_host
-from ctxledger.ledger.facade import Ledger
 from ctxledger.runtime.service import ContextService
 
 pytestmark = pytest.mark.anyio
@@ -35,8 +34,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def svc(tmp_path: Path) -> AsyncIterator[ContextService]:
-    ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds(), config=CONFIG)
-    async with ContextService(ledger, config=CONFIG) as service:
+    async with ContextService(
+        deterministic_ledger(tmp_path / "l.db", CONFIG), config=CONFIG
+    ) as service:
         yield service
 
 

@@ -25,9 +25,9 @@ import pytest
 from helpers.frameworks import require
 
 require("agents", "agents")
-from agents import Agent, OpenAIResponsesModel, SQLiteSession, function_tool
+from agents import Agent, OpenAIResponsesModel, SQLiteSession
 from agents.exceptions import ModelBehaviorError
-from helpers.agents_runs import run_turn
+from helpers.agents_runs import run_turn, todo
 from helpers.fake_upstream import Say
 from helpers.incomplete_replies import HALF, as_answer, incomplete_response
 from helpers.server_rig import Rig, ask, rig
@@ -56,12 +56,6 @@ TURNS = 6
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@function_tool
-def todo(item: str) -> str:
-    """Add a todo item."""
-    return "added " + item
 
 
 def _recorded(r: Rig) -> list[Any]:

@@ -23,10 +23,9 @@ from agents import (
     OpenAIResponsesModel,
     Runner,
     SQLiteSession,
-    function_tool,
 )
 from agents.exceptions import ModelBehaviorError, ModelRefusalError
-from helpers.agents_runs import run_turn
+from helpers.agents_runs import run_turn, todo
 from helpers.fake_upstream import Raw, Say
 from helpers.incomplete_replies import HALF, as_answer, incomplete_response
 from helpers.server_rig import Rig, rig
@@ -40,12 +39,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@function_tool
-def todo(item: str) -> str:
-    """Add a todo item."""
-    return "added " + item
 
 
 def _events_of(r: Rig) -> list[Any]:

@@ -34,6 +34,7 @@ from helpers.server_rig import Rig, ask, rig
 
 from ctxledger import CompressionConfig
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
+from ctxledger.analysis.undo import undo
 from ctxledger.analysis.whatif import whatif
 from ctxledger.events import (
     LayoutEntry,
@@ -194,6 +195,36 @@ async def test_a_plain_client_goes_on_without_a_carried_reply(tmp_path: Path) ->
         await _replays_as_recorded(r, "cp")
 
 
+async def test_an_undo_after_the_withdrawal_keeps_the_reply_out(tmp_path: Path) -> None:
+    """Undoing the compaction restores the ended session's view, which still holds the
+    reply: the undo leaves it out (as the line's history does), so the next turn goes
+    on without a branch and the model is not sent the reply again."""
+    async with rig(tmp_path, config=CONFIG) as r:
+        history = await _up_to_the_incomplete_reply(r)
+        r.upstream.queue(Say("Three steps."), Say("Welcome."))
+        history.append({"role": "user", "content": "Say it whole."})
+        assert (await _post(r, history)).status_code == 200
+        reply, continuation = _carried_then_withdrawn(r, "cp")
+        ledger = r.service.ledger
+        compaction_id = ledger.chains.lineage(continuation).compaction_id
+        assert compaction_id is not None
+        reverted = undo(ledger, compaction_id).new_session_id
+        assert reply not in ledger.transcript.live_ids(reverted)
+
+        history += [
+            {"role": "assistant", "content": "Three steps."},
+            {"role": "user", "content": "Thanks."},
+        ]
+        assert (await _post(r, history)).status_code == 200
+        records = _recorded(r)
+        starts = [rec.event.reason for rec in records if isinstance(rec.event, SessionStarted)]
+        assert starts[:3] == ["new", "compression", "revert"] and "branch" not in starts
+        sent = json.dumps(r.upstream.requests[-1].items)
+        assert HALF not in sent and "call_whole" not in sent and "Say it whole." in sent
+        assert reply not in ledger.transcript.live_ids(ledger.tip("cp"))
+        assert ledger.verify().ok
+
+
 async def test_a_result_for_the_carried_replys_call_appends_nothing(tmp_path: Path) -> None:
     async with rig(tmp_path, config=CONFIG) as r:
         history = await _up_to_the_incomplete_reply(r)
@@ -242,5 +273,5 @@ async def test_a_reply_a_compaction_folded_branches_and_says_so(
         starts = [rec.event.reason for rec in records if isinstance(rec.event, SessionStarted)]
         assert starts == ["new", "compression", "branch"]
         assert not any(isinstance(rec.event, ReplyWithdrawn) for rec in records)
-        assert "no longer ends the view (a compaction took it into a summary)" in caplog.text
+        assert "no longer ends the view (a compaction replaced it): a branch" in caplog.text
         assert r.service.ledger.verify().ok

@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from ctxledger.events import WITHDRAW_REASONS, Recorded, SessionSwitched
+from ctxledger.events import WITHDRAW_REASONS
 from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
+from ctxledger.ledger.carried import CarriedWithdrawals
 from ctxledger.limits import too_deep
 from ctxledger.messages import audio_reference, refusal_text
 from ctxledger.projections.transcript import grew_from, load_bodies
@@ -320,7 +320,7 @@ class Superseded:
 
     session_id: str  # the tip, whose live view ends with the reply
     suffix_start: int  # index in the client's list where its new messages begin
-    withdrawn: list[str]  # the reply's message ids (none: a compaction folded it, a branch)
+    withdrawn: list[str]  # the reply's message ids (none: a compaction replaced it, a branch)
     reason: str = "incomplete"  # why it was provisional (:func:`provisional`)
 
 
@@ -342,11 +342,8 @@ class HistoryIndex:
         #: session id -> (live messages examined, the ids and the messages appended to it,
         #: as appended, the last id examined: a view that lost its last messages is read again)
         self._appended: dict[str, tuple[int, list[str], list[Mapping[str, Any]], str | None]] = {}
-        #: an ended session -> the ids its compaction carried into the continuation and
-        #: how many messages that layout holds (its switch, read once from the log)
-        self._carried: dict[str, tuple[frozenset[str], int]] = {}
-        #: a continuation -> (its view's length and last id, the carried ids not in it)
-        self._gone: dict[str, tuple[tuple[int, str | None], frozenset[str]]] = {}
+        #: the carried replies each continuation withdrew (:mod:`ctxledger.ledger.carried`)
+        self._withdrawn = CarriedWithdrawals(ledger)
 
     def session_messages(self, session_id: str) -> list[Mapping[str, Any]]:
         """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
@@ -376,7 +373,7 @@ class HistoryIndex:
         """The line's recorded history: the messages appended to each session of its
         chain, without a reply a continuation withdrew after its compaction carried it."""
         chain = self.ledger.chains.chain(line_root)
-        gone = self._withdrawn_carried(chain)
+        gone = self._withdrawn.of(chain)
         out: list[Mapping[str, Any]] = []
         for sid in chain:
             ids, messages = self._own(sid)
@@ -385,38 +382,6 @@ class HistoryIndex:
             else:
                 out.extend(messages)
         return out
-
-    def _withdrawn_carried(self, chain: Sequence[str]) -> set[str]:
-        """The ids a compaction carried into a continuation of `chain` that are no longer
-        in its live view: withdrawn (``ReplyWithdrawn`` is the only event that takes an
-        id out of a view; the ended session keeps it in its own)."""
-        gone: set[str] = set()
-        for ended, continuation in itertools.pairwise(chain):
-            live = self.ledger.transcript.session(continuation).live
-            key = (len(live), live[-1] if live else None)
-            known = self._gone.get(continuation)
-            if known is None or known[0] != key:  # (its view changed since)
-                carried, size = self._carried_by(ended)
-                known = self._gone[continuation] = (key, carried.difference(live[:size]))
-            gone |= known[1]  # (a layout starts the view)
-        return gone
-
-    def _carried_by(self, session_id: str) -> tuple[frozenset[str], int]:
-        """The ids the switch ending `session_id` carried, and its layout's size."""
-        found = self._carried.get(session_id)
-        if found is not None:
-            return found
-        view = self.ledger.transcript.session(session_id)
-        if view.continued_as is None:
-            return frozenset(), 0
-        store = self.ledger.store
-        switch = _last_switch(store.read_stream(session_id, from_version=view.version))
-        if switch is None:  # (something followed the switch in its stream)
-            switch = _last_switch(store.read_session(session_id))
-        layout = switch.layout if switch is not None else []
-        carried = frozenset(e.message_id for e in layout if e.message is None)
-        self._carried[session_id] = found = (carried, len(layout))
-        return found
 
     def lines(self, family_root: str) -> list[str]:
         """The line roots of a family: the root's chain and every branch below it."""
@@ -475,7 +440,8 @@ class HistoryIndex:
         provisional reply (:func:`provisional`) still last in its tip's live view, when the
         client's list holds the history before that reply and more after it (not a reply
         of its own in its place), else None. Its ``withdrawn`` is empty when no tip's view
-        ends with the reply any more (a compaction took it into a summary): a branch."""
+        ends with the reply any more (a compaction replaced it: a summary, a stub, a
+        stripped copy): a branch."""
         best: Superseded | None = None
         renames = self.ledger.transcript.state.call_renames
         for line in self.lines(family_root):
@@ -540,14 +506,6 @@ class HistoryIndex:
             if last is not None and last.message == recorded[-1]:
                 return tip
         return None
-
-
-def _last_switch(records: Iterable[Recorded]) -> SessionSwitched | None:
-    found = None
-    for rec in records:
-        if isinstance(rec.event, SessionSwitched):
-            found = rec.event
-    return found
 
 
 def _answers_calls_of(messages: Sequence[Any], reply: Sequence[Mapping[str, Any]]) -> bool:

@@ -180,7 +180,7 @@ class Turn:
         branch. The session, the messages to append, the ids to withdraw."""
         gone = self.state.history.superseded(family, client, system_prompt)
         if gone is not None and not gone.withdrawn:
-            why = "no longer ends the view (a compaction took it into a summary): a branch"
+            why = "no longer ends the view (a compaction replaced it): a branch"
             log.info("session %s: the client went on without a reply that %s", gone.session_id, why)
             self.notices.append(f"the client went on without a provisional reply that {why}")
         elif gone is not None:

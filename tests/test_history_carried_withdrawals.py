@@ -1,9 +1,10 @@
 """The proxy's history index over compactions and withdrawals, as a property (session
 44): a client that goes on without each provisional reply, with manual compactions
-anywhere between its turns (one may carry the reply into a continuation), never
-branches; the line's recorded history is always exactly what the client holds (plus a
-provisional reply it has not yet gone on without), read alike by a warm index and a
-fresh one; and the log verifies and folds to the same state."""
+anywhere between its turns (one may carry the reply into a continuation) and undos of
+them, never branches; the line's recorded history is always exactly what the client
+holds (plus a provisional reply it has not yet gone on without), read alike by a warm
+index and a fresh one, and the tip's view holds no reply the client went without; and
+the log verifies and folds to the same state."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from typing import Any
 import anyio
 import pytest
 from helpers.pg_server import PgServer
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.analysis.undo import undo
 from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.events import ReplyWithdrawn
@@ -28,7 +30,11 @@ from ctxledger.server.history import PROVISIONAL, HistoryIndex
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0)
 PROMPT = "Be brief."
-OPS = st.lists(st.sampled_from(["turn", "provisional", "compact"]), min_size=1, max_size=9)
+#: ``carry``: a provisional turn and a compaction right after it (which carries the reply);
+#: ``undo``: the newest compaction in effect at the tip undone
+OPS = st.lists(
+    st.sampled_from(["turn", "provisional", "compact", "carry", "undo"]), min_size=1, max_size=9
+)
 
 
 def _ask(i: int) -> dict[str, Any]:
@@ -76,6 +82,21 @@ class Client:
         return [*self.held, *([self.pending] if self.pending else [])]
 
 
+def _check(client: Client) -> None:
+    """The line's history is what the client holds (warm and fresh), and so is the tip's
+    view: its appended messages are some of the history's, in order, ending with its
+    last (a reply withdrawn in a continuation must not come back, by an undo say)."""
+    recorded = client.recorded()
+    assert client.index.line_messages(client.root) == recorded
+    assert HistoryIndex(client.svc.ledger).line_messages(client.root) == recorded
+    transcript = client.svc.ledger.transcript
+    stored = [transcript.stored(mid) for mid in transcript.live_ids(client.svc.tip(client.root))]
+    seen = [m.message for m in stored if m.origin == "appended"]
+    rest = iter(recorded)
+    assert all(any(m == r for r in rest) for m in seen), "not the history's, in order"
+    assert seen[-1:] == recorded[-1:]
+
+
 async def _run(path: Path | str, ops: list[str]) -> list[str]:
     """Runs `ops`, checking after each; the reasons of the sessions each withdrawal went
     to (``new``: the line's first session, ``compression``: a continuation)."""
@@ -83,15 +104,16 @@ async def _run(path: Path | str, ops: list[str]) -> list[str]:
     async with ContextService(ledger, config=CONFIG) as svc:
         client = Client(svc)
         for i, op in enumerate(ops):
-            if op == "compact":
-                if client.root:
-                    await svc.compress(client.root)
-            else:
-                await client.ask(i, provisional=op == "provisional")
+            if op in ("turn", "provisional", "carry"):
+                await client.ask(i, provisional=op != "turn")
+            if op in ("compact", "carry") and client.root:
+                await svc.compress(client.root)
+            elif op == "undo" and client.root:
+                done = svc.ledger.chains.compaction_ids_in_effect(svc.ledger.tip(client.root))
+                if done:
+                    undo(svc.ledger, done[0])
             if client.root:
-                assert client.index.line_messages(client.root) == client.recorded()
-                fresh = HistoryIndex(svc.ledger)
-                assert fresh.line_messages(client.root) == client.recorded()
+                _check(client)
         starts = [svc.ledger.chains.lineage(s).reason for s in svc.ledger.chains.state.sessions]
         assert "branch" not in starts
         assert svc.ledger.verify().ok
@@ -107,6 +129,8 @@ async def _run(path: Path | str, ops: list[str]) -> list[str]:
 
 @settings(max_examples=30, deadline=None)
 @given(ops=OPS)
+@example(ops=["turn", "turn", "turn", "provisional", "compact", "turn", "provisional", "turn"])
+@example(ops=["turn", "turn", "turn", "carry", "turn", "undo", "turn"])
 def test_a_client_going_on_without_provisional_replies_never_branches(ops: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         anyio.run(_run, Path(tmp) / "l.db", ops)

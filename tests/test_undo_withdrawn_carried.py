@@ -9,17 +9,15 @@ turn continues the line."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.ledger_helpers import deterministic_ledger
 from helpers.provisional_lines import ASK, PROMPT, ProvisionalLine, provisional_line
 
 from ctxledger.analysis.undo import undo
-from ctxledger.clock import SequentialIds, StepClock
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.ledger.carried import withdrawn_carried
-from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.service import ContextService
 from ctxledger.server.history import PROVISIONAL, HistoryIndex
@@ -36,9 +34,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def svc(tmp_path: Path) -> AsyncIterator[ContextService]:
-    ledger = Ledger.open(tmp_path / "l.db", clock=StepClock(), ids=SequentialIds(), config=CONFIG)
-    async with ContextService(ledger, config=CONFIG) as service:
+async def svc() -> AsyncIterator[ContextService]:
+    async with ContextService(deterministic_ledger(config=CONFIG), config=CONFIG) as service:
         yield service
 
 

@@ -15,9 +15,9 @@ import pytest
 from helpers.frameworks import require
 
 require("agents", "agents")
-from agents import Agent, OpenAIResponsesModel, SQLiteSession, function_tool
+from agents import Agent, OpenAIResponsesModel, SQLiteSession
 from agents.exceptions import ModelBehaviorError
-from helpers.agents_runs import run_turn
+from helpers.agents_runs import run_turn, todo
 from helpers.fake_upstream import Raw, Say, raw_responses_stream
 from helpers.server_rig import rig
 
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@function_tool
-def todo(item: str) -> str:
-    """Add a todo item."""
-    return "added " + item
 
 
 def _response(arguments: str, *, cut: bool) -> dict[str, Any]:

@@ -23,11 +23,11 @@ from agents import (
     OpenAIResponsesModel,
     Runner,
     SQLiteSession,
-    function_tool,
 )
 from agents.exceptions import ModelBehaviorError, ModelRefusalError
-from helpers.agents_runs import run_turn
-from helpers.fake_upstream import Raw, Say, raw_responses_stream
+from helpers.agents_runs import run_turn, todo
+from helpers.fake_upstream import Raw, Say
+from helpers.incomplete_replies import HALF, as_answer, incomplete_response
 from helpers.server_rig import Rig, rig
 
 from ctxledger.events import MessageAppended, ReplyWithdrawn, SessionStarted, UsageReported
@@ -35,51 +35,10 @@ from ctxledger.server.history import PROVISIONAL
 
 pytestmark = pytest.mark.anyio
 
-HALF = "The plan has three st"
-
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@function_tool
-def todo(item: str) -> str:
-    """Add a todo item."""
-    return "added " + item
-
-
-def _incomplete(kind: str) -> dict[str, Any]:
-    """A response the output limit left ``incomplete``: `kind` ``text`` (a text cut short)
-    or ``call`` (a whole call after the text)."""
-    text = {"type": "output_text", "text": HALF, "annotations": []}
-    output: list[dict[str, Any]] = [
-        {"id": "msg_half", "type": "message", "role": "assistant", "content": [text]}
-    ]
-    output[0]["status"] = "incomplete" if kind == "text" else "completed"
-    if kind == "call":
-        call = {"id": "fc_1", "type": "function_call", "name": "todo", "call_id": "call_whole"}
-        output.append({**call, "arguments": '{"item": "milk"}', "status": "completed"})
-    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}}
-    usage |= {"output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}}
-    return {
-        "id": "resp_half",
-        "object": "response",
-        "created_at": 1,
-        "status": "incomplete",
-        "incomplete_details": {"reason": "max_output_tokens"},
-        "error": None,
-        "model": "gpt-4.1",
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "usage": {**usage, "total_tokens": 15},
-    }
-
-
-def _answer(response: dict[str, Any], streamed: bool) -> Raw:
-    return raw_responses_stream(response) if streamed else Raw((json.dumps(response).encode(),))
 
 
 def _events_of(r: Rig) -> list[Any]:
@@ -93,7 +52,9 @@ async def test_the_sdks_next_run_withdraws_the_incomplete_reply(
     tmp_path: Path, streamed: bool, kind: str
 ) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(_answer(_incomplete(kind), streamed), Say("Three steps: a, b, c."))
+        r.upstream.queue(
+            as_answer(incomplete_response(kind), streamed), Say("Three steps: a, b, c.")
+        )
         client = r.openai(**{"X-Ctxledger-Session": "half"})
         model = OpenAIResponsesModel(model="gpt-4.1", openai_client=client)
         agent = Agent(name="a", instructions="Be brief.", tools=[todo], model=model)
@@ -134,7 +95,7 @@ async def test_the_sdks_next_run_withdraws_the_incomplete_reply(
 
 async def test_a_client_that_keeps_the_incomplete_reply_goes_on_from_it(tmp_path: Path) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(_answer(_incomplete("text"), False), Say("Three steps."))
+        r.upstream.queue(as_answer(incomplete_response("text"), False), Say("Three steps."))
         client = r.openai(**{"X-Ctxledger-Session": "kept"})
         first = await client.responses.create(model="gpt-4.1", input="What is the plan?")
         assert first.status == "incomplete"
@@ -159,7 +120,7 @@ async def test_a_client_chaining_from_the_incomplete_reply_goes_on_from_it(
     tmp_path: Path,
 ) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(_answer(_incomplete("text"), True), Say("Three steps."))
+        r.upstream.queue(as_answer(incomplete_response("text"), True), Say("Three steps."))
         client = r.openai(**{"X-Ctxledger-Session": "chained"})
         stream = await client.responses.create(
             model="gpt-4.1", input="What is the plan?", stream=True
@@ -198,7 +159,7 @@ async def test_a_bad_message_after_an_incomplete_reply_appends_nothing(
     """A result of no call, or of the call of the reply the client went on without (that
     one was accepted with the withdrawal, the view holding a result without its call)."""
     async with rig(tmp_path) as r:
-        r.upstream.queue(_answer(_incomplete(kind), False))
+        r.upstream.queue(as_answer(incomplete_response(kind), False))
         client = r.openai(**{"X-Ctxledger-Session": "bad"})
         await client.responses.create(model="gpt-4.1", input="What is the plan?")
         before = r.last_seq()
@@ -244,7 +205,7 @@ def _refusal(face: str) -> Raw:
         body["choices"][0]["finish_reason"] = "stop"
         body["usage"] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
         return Raw((json.dumps(body).encode(),))
-    response = _incomplete("text") | {"id": "resp_no", "status": "completed"}
+    response = incomplete_response("text") | {"id": "resp_no", "status": "completed"}
     response["incomplete_details"] = None
     part = {"type": "refusal", "refusal": said}
     response["output"] = [
@@ -305,7 +266,7 @@ async def test_a_chat_client_that_keeps_a_refusal_goes_on_from_it(tmp_path: Path
 
 async def test_chaining_from_a_withdrawn_reply_says_it_was_withdrawn(tmp_path: Path) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(_answer(_incomplete("text"), False), Say("ok"))
+        r.upstream.queue(as_answer(incomplete_response("text"), False), Say("ok"))
         client = r.openai(**{"X-Ctxledger-Session": "gone"})
         await client.responses.create(model="gpt-4.1", input="What is the plan?")
         ask = {"role": "user", "content": "What is the plan?"}
@@ -324,9 +285,9 @@ async def test_chaining_from_a_withdrawn_reply_says_it_was_withdrawn(tmp_path: P
 async def test_an_unknown_incomplete_reason_is_recorded_as_incomplete(tmp_path: Path) -> None:
     """The upstream's ``incomplete_details.reason`` is kept only when it is a known one."""
     async with rig(tmp_path) as r:
-        odd = _incomplete("text")
+        odd = incomplete_response("text")
         odd["incomplete_details"] = {"reason": "\x1b[2Jwhatever"}
-        r.upstream.queue(_answer(odd, False), Say("ok"))
+        r.upstream.queue(as_answer(odd, False), Say("ok"))
         client = r.openai(**{"X-Ctxledger-Session": "odd"})
         await client.responses.create(model="gpt-4.1", input="What is the plan?")
         ask = {"role": "user", "content": "What is the plan?"}

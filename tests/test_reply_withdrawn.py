@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from helpers.provisional_lines import ASK, provisional_line
 
 from ctxledger.analysis import conversation
 from ctxledger.analysis.conversation import conversation_scopes
@@ -22,7 +23,7 @@ from ctxledger.eventstore import AppendRequest
 from ctxledger.ledger.facade import Ledger
 from ctxledger.projections import Projector
 from ctxledger.runtime.service import ContextService
-from ctxledger.server.history import PROVISIONAL, HistoryIndex
+from ctxledger.server.history import HistoryIndex
 
 pytestmark = pytest.mark.anyio
 
@@ -200,30 +201,31 @@ async def test_a_result_for_a_call_withdrawn_in_the_same_append_is_refused(
     assert svc.ledger.call_ledger(sid).issued == {"call_x"}  # (the check cached nothing)
 
 
-async def test_a_provisional_reply_a_compaction_carried_is_not_withdrawn(
+async def test_a_provisional_reply_a_compaction_carried_is_withdrawn_there(
     svc: ContextService,
 ) -> None:
-    """The reply stays in the ended session's view, where the proxy reads the line's
-    history: withdrawn from the continuation only, the next turn would branch anyway.
-    So the proxy branches at once, as before session 43."""
-    sid = await svc.start_session(model="gpt-4.1", context_length=128_000, system_prompt="Hi.")
-    client: list[dict[str, object]] = []
-    for i in range(12):
-        text = f"Step {i}: " + " ".join(f"detail{i}_{j}" for j in range(60))
-        turn = [{"role": "user", "content": text}, {"role": "assistant", "content": "ok " + text}]
-        for message in turn:
-            await svc.append(sid, [message])
-        client += turn
-    ask = {"role": "user", "content": "What is the plan?"}
-    await svc.append(sid, [ask])
-    await svc.append(sid, [{"role": "assistant", "content": "The plan has", PROVISIONAL: "x"}])
+    """A compaction that carried the reply verbatim leaves it at the end of the
+    continuation's view: the withdrawal goes there (session 44; it branched before), and
+    the line's history leaves the reply out of the ended session's messages, so the
+    next turn continues the line too."""
+    line = await provisional_line(svc)
+    sid, client, ask, reply = line.root, line.client, ASK, line.reply
     index = HistoryIndex(svc.ledger)
     nxt = {"role": "user", "content": "Say it whole."}
     assert index.superseded(sid, [*client, ask, nxt], "Hi.") is not None  # (before)
     await svc.compress(sid)
-    assert svc.ledger.tip(sid) != sid
-    assert svc.ledger.transcript.live_messages(svc.ledger.tip(sid))[-1].get(PROVISIONAL)
-    assert index.superseded(sid, [*client, ask, nxt], "Hi.") is None
+    tip = svc.ledger.tip(sid)
+    assert tip != sid and svc.ledger.transcript.live_ids(tip)[-1] == reply
+
+    gone = index.superseded(sid, [*client, ask, nxt], "Hi.")
+    assert gone is not None and (gone.session_id, gone.withdrawn) == (tip, [reply])
+    assert gone.suffix_start == len(client) + 1
+    await svc.append(tip, [nxt], withdraw=gone.withdrawn)
+    assert reply in svc.ledger.transcript.live_ids(sid)  # (the ended view)
+    assert index.line_messages(sid) == [*client, ask, nxt]
+    later = [*client, ask, nxt, {"role": "assistant", "content": "Three steps."}]
+    match = index.match(sid, later, "Hi.")
+    assert (match.session_id, match.suffix_start, match.branch) == (tip, len(later) - 1, False)
 
 
 @pytest.mark.parametrize("loop", ["hermes", "every_call", "per_run"])

@@ -10,6 +10,11 @@ for the new session. The switch's layout carries, by id:
 2. every message the agent appended anywhere in the chain after that compaction,
    in append order.
 
+Both leave out a reply a later compaction of the chain carried into its continuation
+and that continuation withdrew (a provisional reply the client went on without): the
+ended sessions' views still hold it (:func:`~ctxledger.ledger.carried.withdrawn_carried`),
+and the proxy's recorded line leaves it out too.
+
 Keeping (2) is deliberate: an undo restores what the summary replaced, it does not
 throw away the work done since. The result may be larger than the window; the
 next trigger compacts it again (pinning what matters first is the way to make the
@@ -35,6 +40,7 @@ from ctxledger.events import (
 )
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.integers import shown
+from ctxledger.ledger.carried import withdrawn_carried
 from ctxledger.ledger.facade import Ledger
 from ctxledger.ledger.spec import recorded_loop, with_loop
 from ctxledger.messages import stored_role
@@ -97,11 +103,13 @@ def _revert_events(
     """The switch ending `tip` and the new session's events (its start, restored pins)."""
     tip_view = ledger.transcript.session(tip)
     restored = ledger.transcript.session(record.session_id)
-    after = appended_since(ledger, record, tip)
+    # a reply a later compaction carried and its continuation withdrew stays out: the
+    # ended sessions' views still hold it (:mod:`ctxledger.ledger.carried`)
+    gone = withdrawn_carried(ledger, ledger.chains.chain(tip))
+    kept = [mid for mid in restored.live if mid not in gone]
+    after = [mid for mid in appended_since(ledger, record, tip) if mid not in gone]
     tokens_of = ledger.transcript.tokens_of
-    layout = [
-        LayoutEntry(message_id=mid, tokens=tokens_of(mid)) for mid in [*restored.live, *after]
-    ]
+    layout = [LayoutEntry(message_id=mid, tokens=tokens_of(mid)) for mid in [*kept, *after]]
     new_session_id = ledger.ids("ses")
     switch = SessionSwitched(
         **ledger.event_fields(tip),
@@ -116,7 +124,7 @@ def _revert_events(
             "action": "revert",
             "reverted_compaction_id": record.compaction_id,
             "restored_session_id": record.session_id,
-            "restored_messages": len(restored.live),
+            "restored_messages": len(kept),
             "appended_after": len(after),
         },
         config=ledger.config.to_snapshot(),

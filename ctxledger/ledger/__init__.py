@@ -5,7 +5,9 @@
 * :mod:`~ctxledger.ledger.compaction`: :func:`compact` — run one compaction against a
   ledger (read the view, plan, summarize, one atomic append);
 * :mod:`~ctxledger.ledger.importing`: :func:`import_sessions` — parsed files into events;
-* :mod:`~ctxledger.ledger.spec`: :class:`SessionSpec` — how a session starts, named once.
+* :mod:`~ctxledger.ledger.spec`: :class:`SessionSpec` — how a session starts, named once;
+* :mod:`~ctxledger.ledger.carried`: :func:`withdrawn_carried` — the carried replies a
+  continuation withdrew, which ended sessions' views still hold.
 """
 
 from ctxledger.eventstore.opening import default_db_path

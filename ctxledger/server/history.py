@@ -34,6 +34,7 @@ import msgspec
 from ctxledger.events import WITHDRAW_REASONS
 from ctxledger.importers.responses import STUBS
 from ctxledger.ledger import Ledger
+from ctxledger.ledger.carried import CarriedWithdrawals
 from ctxledger.limits import too_deep
 from ctxledger.messages import audio_reference, refusal_text
 from ctxledger.projections.transcript import grew_from, load_bodies
@@ -319,7 +320,7 @@ class Superseded:
 
     session_id: str  # the tip, whose live view ends with the reply
     suffix_start: int  # index in the client's list where its new messages begin
-    withdrawn: list[str]  # the reply's message ids
+    withdrawn: list[str]  # the reply's message ids (none: a compaction replaced it, a branch)
     reason: str = "incomplete"  # why it was provisional (:func:`provisional`)
 
 
@@ -338,33 +339,48 @@ class HistoryIndex:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        #: session id -> (live messages examined, the messages appended to it, as appended,
-        #: the last id examined: a view that lost its last messages is read again)
-        self._appended: dict[str, tuple[int, list[Mapping[str, Any]], str | None]] = {}
+        #: session id -> (live messages examined, the ids and the messages appended to it,
+        #: as appended, the last id examined: a view that lost its last messages is read again)
+        self._appended: dict[str, tuple[int, list[str], list[Mapping[str, Any]], str | None]] = {}
+        #: the carried replies each continuation withdrew (:mod:`ctxledger.ledger.carried`)
+        self._withdrawn = CarriedWithdrawals(ledger)
 
     def session_messages(self, session_id: str) -> list[Mapping[str, Any]]:
         """The messages appended to `session_id` itself, in order (not summaries or carried ones)."""
+        return self._own(session_id)[1]
+
+    def _own(self, session_id: str) -> tuple[list[str], list[Mapping[str, Any]]]:
+        """The ids and messages appended to `session_id` itself, in order."""
         live = self.ledger.transcript.session(session_id).live
-        seen, appended, last = self._appended.get(session_id) or (0, [], None)
+        seen, ids, appended, last = self._appended.get(session_id) or (0, [], [], None)
         if not grew_from(live, seen, last):  # (a reply withdrawn)
-            seen, appended = 0, []
+            seen, ids, appended = 0, [], []
         messages = self.ledger.transcript.state.messages
         own = [
-            stored
-            for stored in (messages.get(mid) for mid in live[seen:])
+            (mid, stored)
+            for mid, stored in ((mid, messages.get(mid)) for mid in live[seen:])
             if stored is not None
             and stored.session_id == session_id
             and stored.origin == "appended"
         ]
-        load_bodies(own)  # bodies a rebuild left in the log: one batch
-        appended.extend(stored.message for stored in own)
-        self._appended[session_id] = (len(live), appended, live[-1] if live else None)
-        return appended
+        load_bodies([stored for _, stored in own])  # bodies a rebuild left in the log: one batch
+        ids.extend(mid for mid, _ in own)
+        appended.extend(stored.message for _, stored in own)
+        self._appended[session_id] = (len(live), ids, appended, live[-1] if live else None)
+        return ids, appended
 
     def line_messages(self, line_root: str) -> list[Mapping[str, Any]]:
+        """The line's recorded history: the messages appended to each session of its
+        chain, without a reply a continuation withdrew after its compaction carried it."""
+        chain = self.ledger.chains.chain(line_root)
+        gone = self._withdrawn.of(chain)
         out: list[Mapping[str, Any]] = []
-        for sid in self.ledger.chains.chain(line_root):
-            out.extend(self.session_messages(sid))
+        for sid in chain:
+            ids, messages = self._own(sid)
+            if gone:
+                out.extend(m for mid, m in zip(ids, messages, strict=True) if mid not in gone)
+            else:
+                out.extend(messages)
         return out
 
     def lines(self, family_root: str) -> list[str]:
@@ -423,7 +439,9 @@ class HistoryIndex:
         """The line (the longest, if several) whose recorded history ends with a
         provisional reply (:func:`provisional`) still last in its tip's live view, when the
         client's list holds the history before that reply and more after it (not a reply
-        of its own in its place), else None."""
+        of its own in its place), else None. Its ``withdrawn`` is empty when no tip's view
+        ends with the reply any more (a compaction replaced it: a summary, a stub, a
+        stripped copy): a branch."""
         best: Superseded | None = None
         renames = self.ledger.transcript.state.call_renames
         for line in self.lines(family_root):
@@ -437,32 +455,32 @@ class HistoryIndex:
                 continue
             if _answers_calls_of(client[start:], recorded[start:]):
                 continue  # (it sends back what only the reply asked for: a branch)
-            if best is not None and start <= best.suffix_start:
+            if best is not None and best.withdrawn and start <= best.suffix_start:
                 continue
             if self.common_prefix(recorded[:start], client, renames) != start:
                 continue
             tip = self.ledger.tip(line)
             ids = self._last_live(tip, recorded[start:])
-            if ids is not None:
+            if ids is not None or best is None:  # (None: a compaction folded it, a branch)
                 why = provisional(recorded[start]) or "incomplete"
-                best = Superseded(session_id=tip, suffix_start=start, withdrawn=ids, reason=why)
+                best = Superseded(
+                    session_id=tip, suffix_start=start, withdrawn=ids or [], reason=why
+                )
         return best
 
     def _last_live(self, tip: str, reply: Sequence[Mapping[str, Any]]) -> list[str] | None:
-        """The ids of `reply`'s messages when they end the tip's live view and were
-        appended to the tip itself, else None. A reply a compaction carried into a
-        continuation stays in the ended session's view, where the line's history is
-        read: withdrawn from the tip only, the next request would branch anyway."""
+        """The ids of `reply`'s messages when they end the tip's live view, else None:
+        appended to the tip, or carried there verbatim by a compaction (the withdrawal then
+        goes to the continuation, and :meth:`line_messages` leaves the reply out of the
+        ended session's messages). A compaction that took the reply into a summary, a
+        stub or a stripped copy left another message at the end: None, a branch."""
         live = self.ledger.transcript.session(tip).live
         if len(live) < len(reply):
             return None
         ids = live[len(live) - len(reply) :]
         stored = self.ledger.transcript.state.messages
         same = all(
-            (m := stored.get(mid)) is not None
-            and m.session_id == tip
-            and m.origin == "appended"
-            and m.message == want
+            (m := stored.get(mid)) is not None and m.origin == "appended" and m.message == want
             for mid, want in zip(ids, reply, strict=True)
         )
         return ids if same else None

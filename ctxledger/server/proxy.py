@@ -59,6 +59,7 @@ from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import PROVISIONAL, Match
+from ctxledger.server.ownmarks import unmarked_payload
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
 from ctxledger.server.routing import (
@@ -185,7 +186,11 @@ class Turn:
         reply the client went on without (the reply withdrawn in the append), else a new
         branch. The session, the messages to append, the ids to withdraw."""
         gone = self.state.history.superseded(family, client, system_prompt)
-        if gone is not None:
+        if gone is not None and not gone.withdrawn:
+            why = "no longer ends the view (a compaction replaced it): a branch"
+            log.info("session %s: the client went on without a reply that %s", gone.session_id, why)
+            self.notices.append(f"the client went on without a provisional reply that {why}")
+        elif gone is not None:
             self.notices.append(f"the client went on without reply {', '.join(gone.withdrawn)}")
             self.withdraw_reason = gone.reason
             return gone.session_id, client[gone.suffix_start :], gone.withdrawn
@@ -228,7 +233,7 @@ class Turn:
         max_tokens = self.turn.max_tokens
         retries = 0 if self.repeat else self.svc.config.max_compression_attempts
         for attempt in range(retries + 1):
-            payload = self.api.upstream(self.body, self._view(), max_tokens)
+            payload = unmarked_payload(self.api.upstream(self.body, self._view(), max_tokens))
             try:
                 content = msgspec.json.encode(payload)
                 req = self.state.client.build_request(

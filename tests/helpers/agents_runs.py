@@ -1,12 +1,13 @@
-"""One turn of a real OpenAI Agents SDK agent, run plainly or streamed to its end: the
-tests of replies the SDK refuses (cut, incomplete, refused) ask the same agent twice
-either way. Import it only after ``helpers.frameworks.require("agents", …)``."""
+"""One turn of a real OpenAI Agents SDK agent, run plainly or streamed to its end, and
+the one tool its agents hold: the tests of replies the SDK refuses (cut, incomplete,
+refused, carried by a compaction) ask the same agent twice either way. Import it only
+after ``helpers.frameworks.require("agents", …)``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agents import Agent, Runner, SQLiteSession
+from agents import Agent, Runner, SQLiteSession, function_tool
 
 
 async def run_turn(agent: Agent[Any], ask: str, session: SQLiteSession, streamed: bool) -> Any:
@@ -17,3 +18,9 @@ async def run_turn(agent: Agent[Any], ask: str, session: SQLiteSession, streamed
     async for _ in result.stream_events():
         pass
     return result.final_output
+
+
+@function_tool
+def todo(item: str) -> str:
+    """Add a todo item."""
+    return "added " + item

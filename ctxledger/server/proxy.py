@@ -188,7 +188,11 @@ class Turn:
         gone = self.state.history.superseded(family, client, system_prompt)
         if gone is not None and not gone.withdrawn:
             why = "no longer ends the view (a compaction replaced it): a branch"
-            log.info("session %s: the client went on without a reply that %s", gone.session_id, why)
+            log.info(
+                "session %s: the client went on without a reply that %s",
+                inline_id(gone.session_id),
+                why,
+            )
             self.notices.append(f"the client went on without a provisional reply that {why}")
         elif gone is not None:
             self.notices.append(f"the client went on without reply {', '.join(gone.withdrawn)}")

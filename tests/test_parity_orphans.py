@@ -258,3 +258,82 @@ def test_the_summary_role_is_chosen_after_the_repair_where_hermes_chooses_before
     ours = apply(p, messages, SUMMARY).messages
     assert _shape(ours)[2:4] == [plain, ("summary merged", "user")]
     assert (p.summary_role, p.merge_index) == ("user", p.tail_start)
+
+
+# --- re-used call ids (session 44) ---------------------------------------------------------
+
+
+def _numbered_per_turn(session: dict[str, Any]) -> dict[str, Any]:
+    """The session with its answered calls numbered per turn (``call_0``, ``call_1``, ...),
+    as local models number them and tau-bench logs re-use them: the same id in many
+    turns. Calls that lost their result and stray results keep their own ids."""
+    answered = {m["tool_call_id"] for m in session["messages"] if m["role"] == "tool"}
+    renamed: dict[str, str] = {}
+    messages = []
+    for m in session["messages"]:
+        m = dict(m)
+        if m.get("tool_calls"):
+            calls = []
+            for j, c in enumerate(m["tool_calls"]):
+                if c["id"] in answered:
+                    renamed[c["id"]] = f"call_{j}"
+                    c = {**c, "id": f"call_{j}"}
+                calls.append(c)
+            m["tool_calls"] = calls
+        elif m["role"] == "tool" and m["tool_call_id"] in renamed:
+            m["tool_call_id"] = renamed[m["tool_call_id"]]
+        messages.append(m)
+    return {**session, "messages": messages}
+
+
+def _reuse_kept_after_summarized(p: CompactionPlan, messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a call id of the summarized middle is made again by a kept message."""
+    ids = [{c["id"] for c in m.get("tool_calls") or ()} for m in messages]
+    middle = set().union(*ids[p.head_end : p.tail_start])
+    return bool(middle & set().union(*ids[p.tail_start :]))
+
+
+def test_reused_call_ids_are_repaired_as_hermes_repairs_them(hermes: Hermes) -> None:
+    """Session 44's corpus sweep (tau-bench transcripts re-use call ids): a call id made
+    again after an earlier call with it was summarized. The scan paired the later result
+    with nobody (its id counted as answered already), so the plan dropped that result
+    and kept its call unanswered, an orphan call a provider refuses. Hermes keeps both;
+    so does ctxledger now (each call keeps its own result, ``Layout.superseded``)."""
+    sessions = [_numbered_per_turn(s) for s in drawn(_session(), 150, derandomize=True)]
+    answers = hermes.ask("orphans", sessions)
+    estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
+    pairs, at, reused = [], 0, 0
+    for session, answer in zip(sessions, answers, strict=True):
+        assert "out" in answer, answer
+        messages = session["messages"]
+        counts = [e["budget"] for e in estimates[at : at + len(messages)]]
+        at += len(messages)
+        p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
+        if p.action != "compress" or p.carried or answer["bounds"] != [p.head_end, p.tail_start]:
+            continue
+        theirs = answer["out"]
+        ours = _as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages))
+        if _dropped_next_to_summary(p):
+            theirs, ours = _without_summary(theirs), _without_summary(ours)
+        reused += _reuse_kept_after_summarized(p, messages)
+        pairs.append((len(messages), _shape(theirs), _shape(ours)))
+    assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
+    assert len(pairs) * 2 >= len(sessions) and reused * 3 >= len(pairs), (len(pairs), reused)
+
+
+def test_a_reused_call_id_keeps_each_result_with_its_own_call(hermes: Hermes) -> None:
+    """tau-bench's shape, literally: ``call_0`` answered in the summarized middle, made
+    again and answered in the tail. The tail's call keeps its result (it lost it before)."""
+    first = {"role": "assistant", "content": None, "tool_calls": [_call("call_0")]}
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    messages = _chat([again, {"role": "tool", "tool_call_id": "call_0", "content": "second"}])
+    messages[4:4] = [first, {"role": "tool", "tool_call_id": "call_0", "content": "first"}]
+    item = {"window": 64_000, "summary": SUMMARY, "messages": messages}
+    [theirs] = hermes.ask("orphans", [item])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.head_end <= 4 < p.tail_start
+    ours = apply(p, messages, SUMMARY).messages
+    assert p.orphans == []
+    assert _shape(ours) == _shape(theirs["out"])
+    assert [m["content"] for m in ours if m["role"] == "tool"] == ["second"]

@@ -33,7 +33,10 @@ class Layout:
     call_of: dict[str, Any] = field(default_factory=dict)  # call id -> the call object
     call_ids: dict[int, list[str]] = field(default_factory=dict)  # assistant -> its call ids
     result_owner: dict[int, int] = field(default_factory=dict)  # tool msg -> calling assistant
-    answered: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)  # ids whose latest call has its result
+    #: an earlier call whose id a later call re-used (unvalidated input: tau-bench logs,
+    #: local models numbering calls per turn) -> whether that earlier call was answered
+    superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
     long_args: list[int] = field(default_factory=list)  # assistants with oversized arguments
     long_results: list[int] = field(default_factory=list)  # tool msgs with >= prune_min_chars
     summaries: list[int] = field(default_factory=list)  # messages carrying a summary
@@ -43,6 +46,11 @@ class Layout:
     #: whether the first message is the system prompt, or a leading ``developer`` message
     #: (a session without one whose first message gives the instructions): protected alike
     has_system: bool = False
+
+    def is_answered(self, i: int, call_id: str) -> bool:
+        """Whether the call `call_id` made by assistant message `i` has its result."""
+        earlier = self.superseded.get((i, call_id)) if self.superseded else None
+        return call_id in self.answered if earlier is None else earlier
 
     def _span(self, i: int) -> int:
         """Index of the group span that a cut at i would split, or -1."""
@@ -115,6 +123,7 @@ class Scanner:
     call_ids: dict[int, list[str]] = field(default_factory=dict)
     result_owner: dict[int, int] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
+    superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
     owner_of: dict[str, int] = field(default_factory=dict)
     group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
     long_args: list[int] = field(default_factory=list)
@@ -132,7 +141,7 @@ class Scanner:
             min_chars=self.min_chars, args_over=self.args_over, roles=list(self.roles),
             call_of=dict(self.call_of), call_ids=dict(self.call_ids),
             result_owner=dict(self.result_owner), answered=set(self.answered),
-            owner_of=dict(self.owner_of), group_last=dict(self.group_last),
+            superseded=dict(self.superseded), owner_of=dict(self.owner_of), group_last=dict(self.group_last),
             long_args=list(self.long_args), long_results=list(self.long_results),
             summaries=list(self.summaries), merged=set(self.merged),
             redeclared=self.redeclared, owners=list(self.owners),
@@ -205,8 +214,11 @@ class Scanner:
                     long = False
                     for call in tool_calls:
                         call_id = call["id"]
-                        if call_id in call_of:
-                            self.redeclared += 1
+                        if call_id in call_of:  # a re-used id: the earlier call keeps
+                            self.redeclared += 1  # its result, the new one awaits its own
+                            earlier = (owner_of[call_id], call_id)
+                            self.superseded[earlier] = call_id in answered
+                            answered.discard(call_id)
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)
@@ -263,7 +275,7 @@ class Scanner:
         layout = Layout(
             n=n, roles=self.roles, call_of=self.call_of, call_ids=self.call_ids,
             result_owner=self.result_owner, answered=self.answered,
-            long_args=self.long_args, long_results=self.long_results,
+            superseded=self.superseded, long_args=self.long_args, long_results=self.long_results,
             summaries=self.summaries, merged=self.merged,
             has_system=n > 0 and self.roles[0] in INSTRUCTION_ROLES,
             span_start=self.span_start, span_end=self.span_end,

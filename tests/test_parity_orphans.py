@@ -30,6 +30,11 @@ before comparing:
 Two repairs Hermes does not make are pinned literally below: a result placed before
 its call, and a second result for one call, are dropped (a provider refuses both);
 Hermes keeps them, as its repair only asks whether some message made the call.
+
+Session 44 (a sweep of real transcripts, some re-using call ids): the same sessions
+with their calls numbered per turn (``call_0`` in many turns) compare equal too; an
+unanswered call whose id a later call re-used is stripped (Hermes keeps it: a later
+result has its id).
 """
 
 from __future__ import annotations
@@ -337,3 +342,25 @@ def test_a_reused_call_id_keeps_each_result_with_its_own_call(hermes: Hermes) ->
     assert p.orphans == []
     assert _shape(ours) == _shape(theirs["out"])
     assert [m["content"] for m in ours if m["role"] == "tool"] == ["second"]
+
+
+def test_an_unanswered_call_whose_id_is_answered_later_is_stripped_where_hermes_keeps_it(
+    hermes: Hermes,
+) -> None:
+    """The head's ``call_0`` never got a result (the run was interrupted); a later turn
+    re-used the id and got one. Hermes's repair asks only whether some kept result has
+    the id, so it keeps the head's call unanswered, which a provider refuses; ctxledger
+    strips it (the later call keeps its own result)."""
+    hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
+    head = [{"role": "user", "content": "start"}, hung, {"role": "user", "content": "again"}]
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    messages = _chat([again, {"role": "tool", "tool_call_id": "call_0", "content": "done"}], head)
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.head_end == 4
+    assert [(o.index, o.action) for o in p.orphans] == [(2, "strip_call")]
+    assert _shape(theirs["out"])[2] == ("assistant", ("call_0",), None, False)
+    ours = apply(p, messages, SUMMARY).messages
+    assert _shape(ours)[2] == ("assistant", (), None, False)
+    assert [m["content"] for m in ours if m["role"] == "tool"] == ["done"]

@@ -216,9 +216,10 @@ class Scanner:
                         call_id = call["id"]
                         if call_id in call_of:  # a re-used id: the earlier call keeps
                             self.redeclared += 1  # its result, the new one awaits its own
-                            earlier = (owner_of[call_id], call_id)
-                            self.superseded[earlier] = call_id in answered
-                            answered.discard(call_id)
+                            if owner_of[call_id] != i:  # (twice in one message: one call)
+                                earlier = (owner_of[call_id], call_id)
+                                self.superseded[earlier] = call_id in answered
+                                answered.discard(call_id)
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)

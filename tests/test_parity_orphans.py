@@ -44,6 +44,7 @@ from typing import Any
 
 import pytest
 from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
+from helpers.strategies import numbered_per_turn
 from hypothesis import strategies as st
 
 from ctxledger.compressor.assemble import STUB_RESULT_TEXT, apply
@@ -268,29 +269,6 @@ def test_the_summary_role_is_chosen_after_the_repair_where_hermes_chooses_before
 # --- re-used call ids (session 44) ---------------------------------------------------------
 
 
-def _numbered_per_turn(session: dict[str, Any]) -> dict[str, Any]:
-    """The session with its answered calls numbered per turn (``call_0``, ``call_1``, ...),
-    as local models number them and tau-bench logs re-use them: the same id in many
-    turns. Calls that lost their result and stray results keep their own ids."""
-    answered = {m["tool_call_id"] for m in session["messages"] if m["role"] == "tool"}
-    renamed: dict[str, str] = {}
-    messages = []
-    for m in session["messages"]:
-        m = dict(m)
-        if m.get("tool_calls"):
-            calls = []
-            for j, c in enumerate(m["tool_calls"]):
-                if c["id"] in answered:
-                    renamed[c["id"]] = f"call_{j}"
-                    c = {**c, "id": f"call_{j}"}
-                calls.append(c)
-            m["tool_calls"] = calls
-        elif m["role"] == "tool" and m["tool_call_id"] in renamed:
-            m["tool_call_id"] = renamed[m["tool_call_id"]]
-        messages.append(m)
-    return {**session, "messages": messages}
-
-
 def _reuse_kept_after_summarized(p: CompactionPlan, messages: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a call id of the summarized middle is made again by a kept message."""
     ids = [{c["id"] for c in m.get("tool_calls") or ()} for m in messages]
@@ -304,7 +282,10 @@ def test_reused_call_ids_are_repaired_as_hermes_repairs_them(hermes: Hermes) -> 
     with nobody (its id counted as answered already), so the plan dropped that result
     and kept its call unanswered, an orphan call a provider refuses. Hermes keeps both;
     so does ctxledger now (each call keeps its own result, ``Layout.superseded``)."""
-    sessions = [_numbered_per_turn(s) for s in drawn(_session(), 150, derandomize=True)]
+    sessions = [
+        {**s, "messages": numbered_per_turn(s["messages"])}
+        for s in drawn(_session(), 150, derandomize=True)
+    ]
     answers = hermes.ask("orphans", sessions)
     estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
     pairs, at, reused = [], 0, 0

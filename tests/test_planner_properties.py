@@ -175,6 +175,43 @@ def test_plan_and_apply_keep_every_invariant(
             assert i in live or i in summarized, f"tool result {i} silently dropped"
 
 
+def _check_pairs_per_call(out: list[Message]) -> None:
+    """As :func:`_check_pairs` where call ids are re-used: each result answers a call
+    still waiting with its id, and no call is left waiting but the in-flight final one."""
+    waiting: set[str] = set()
+    for m in out:
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in waiting, f"orphan tool result {m['tool_call_id']}"
+            waiting.discard(m["tool_call_id"])
+        for call in m.get("tool_calls") or ():
+            assert call["id"] not in waiting, f"{call['id']} re-used before its result"
+            waiting.add(call["id"])
+    last_asst = max((i for i, m in enumerate(out) if m["role"] != "tool"), default=-1)
+    in_flight = (
+        {c["id"] for c in out[last_asst].get("tool_calls") or ()} if last_asst >= 0 else set()
+    )
+    assert waiting <= in_flight, f"calls without results: {waiting - in_flight}"
+
+
+@given(data=S.counted_transcripts(max_turns=8), config=configs(), window=windows)
+def test_reused_call_ids_keep_each_call_with_its_own_result(
+    data: tuple[list[Message], list[int]], config: CompressionConfig, window: int
+) -> None:
+    """Session 44: call ids numbered per turn (a list planned as it came, not repaired
+    by the ledger): no orphan in the output, no tool result dropped silently."""
+    messages, counts = S.numbered_per_turn(data[0]), data[1]
+    p = plan(messages, config, counts, context_length=window, force=True)
+    if p.action == "skip":
+        return
+    result = apply(p, messages, "Summary of the earlier turns.")
+    _check_pairs_per_call(result.messages)
+    live = {e.source_index for e in result.entries if e.origin != "stub"}
+    summarized = set(p.summarized_indices())
+    for i, m in enumerate(messages):
+        if m["role"] == "tool":
+            assert i in live or i in summarized, f"tool result {i} silently dropped"
+
+
 @given(data=S.counted_transcripts(max_turns=8), config=configs(), window=windows)
 def test_tail_respects_soft_ceiling_except_for_minimum_count(
     data: tuple[list[Message], list[int]], config: CompressionConfig, window: int

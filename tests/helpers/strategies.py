@@ -335,3 +335,28 @@ STREAM_SHAPES = {
     "before": st.integers(0, 3),
     "big": st.integers(-1, 5),
 }
+
+
+def numbered_per_turn(messages: list[Message]) -> list[Message]:
+    """`messages` with every answered call's id renumbered per turn (``call_0``,
+    ``call_1``, ... in each assistant message), and its results with it: the same ids
+    in many turns, as tau-bench logs and local models that number calls per turn send
+    them (the ledger repairs them; ``plan()`` takes them as they are). Calls without a
+    result keep their ids, as do results whose call no message made."""
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    renamed: dict[str, str] = {}
+    out: list[Message] = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            calls = []
+            for j, c in enumerate(m["tool_calls"]):
+                if c["id"] in answered:
+                    renamed[c["id"]] = f"call_{j}"
+                    c = {**c, "id": f"call_{j}"}
+                calls.append(c)
+            m["tool_calls"] = calls
+        elif m["role"] == "tool" and m["tool_call_id"] in renamed:
+            m["tool_call_id"] = renamed[m["tool_call_id"]]
+        out.append(m)
+    return out

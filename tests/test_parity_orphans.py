@@ -32,9 +32,10 @@ its call, and a second result for one call, are dropped (a provider refuses both
 Hermes keeps them, as its repair only asks whether some message made the call.
 
 Session 44 (a sweep of real transcripts, some re-using call ids): the same sessions
-with their calls numbered per turn (``call_0`` in many turns) compare equal too; an
-unanswered call whose id a later call re-used is stripped (Hermes keeps it: a later
-result has its id).
+with their calls numbered per turn (``call_0`` in many turns) compare equal too; results
+go to the calls waiting with their id first in, first out (as the ledger's repair pairs
+them); a call left waiting when a later result with its id answers an earlier call is
+stripped (Hermes keeps it: a kept result has its id).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from hypothesis import strategies as st
 
 from ctxledger.compressor.assemble import STUB_RESULT_TEXT, apply
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.layout import message_layout
 from ctxledger.compressor.markers import is_summary_message, split_merged
 from ctxledger.compressor.planner import plan
 from ctxledger.compressor.plans import CompactionPlan
@@ -325,23 +327,48 @@ def test_a_reused_call_id_keeps_each_result_with_its_own_call(hermes: Hermes) ->
     assert [m["content"] for m in ours if m["role"] == "tool"] == ["second"]
 
 
-def test_an_unanswered_call_whose_id_is_answered_later_is_stripped_where_hermes_keeps_it(
+def test_interleaved_reused_ids_pair_first_in_first_out_and_keep_all_as_hermes(
     hermes: Hermes,
 ) -> None:
-    """The head's ``call_0`` never got a result (the run was interrupted); a later turn
-    re-used the id and got one. Hermes's repair asks only whether some kept result has
-    the id, so it keeps the head's call unanswered, which a provider refuses; ctxledger
-    strips it (the later call keeps its own result)."""
-    hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
-    head = [{"role": "user", "content": "start"}, hung, {"role": "user", "content": "again"}]
-    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
-    messages = _chat([again, {"role": "tool", "tool_call_id": "call_0", "content": "done"}], head)
+    """A call re-uses ``call_0`` while the first call with it still waits, then both
+    results come: the first answers the first call, the second the second (as the
+    ledger's ``repair_call_ids`` pairs them), and all four stay, as in Hermes. Before,
+    the re-use took the first result and the first call was stripped, its result lost."""
+    first = {"role": "assistant", "content": "first", "tool_calls": [_call("call_0")]}
+    second = {"role": "assistant", "content": "second", "tool_calls": [_call("call_0")]}
+    results = [{"role": "tool", "tool_call_id": "call_0", "content": f"r{k}"} for k in (1, 2)]
+    messages = _chat([first, second, *results])
     [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
     counts = [e["budget"] for e in hermes.ask("estimate", messages)]
     p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
-    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.head_end == 4
-    assert [(o.index, o.action) for o in p.orphans] == [(2, "strip_call")]
-    assert _shape(theirs["out"])[2] == ("assistant", ("call_0",), None, False)
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start < len(messages) - 5
+    assert p.orphans == []
     ours = apply(p, messages, SUMMARY).messages
-    assert _shape(ours)[2] == ("assistant", (), None, False)
+    assert _shape(ours) == _shape(theirs["out"])
+    at = len(messages) - 5
+    owners = message_layout(messages, CONFIG).result_owner
+    assert (owners[at + 2], owners[at + 3]) == (at, at + 1)
+
+
+def test_a_reused_id_with_one_result_answers_the_earlier_call_where_hermes_keeps_both(
+    hermes: Hermes,
+) -> None:
+    """``call_0`` got no result before a later turn made it again; one result follows.
+    It answers the earlier call (first in, first out, as the ledger's repair pairs it),
+    so the later call is stripped; Hermes's repair asks only whether some kept result
+    has the id and keeps both calls, one of them unanswered, which a provider refuses."""
+    hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    done = {"role": "tool", "tool_call_id": "call_0", "content": "done"}
+    messages = _chat([hung, {"role": "user", "content": "again"}, again, done])
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    at = len(messages) - 5
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start <= at
+    assert [(o.index, o.action) for o in p.orphans] == [(at + 2, "strip_call")]
+    assert _shape(theirs["out"])[-3][:2] == ("assistant", ("call_0",))
+    ours = apply(p, messages, SUMMARY).messages
+    assert _shape(ours)[-3][:2] == ("assistant", ())
     assert [m["content"] for m in ours if m["role"] == "tool"] == ["done"]
+    assert message_layout(messages, CONFIG).result_owner[at + 3] == at

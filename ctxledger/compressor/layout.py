@@ -124,6 +124,9 @@ class Scanner:
     result_owner: dict[int, int] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
     superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
+    #: a re-used id -> its earlier calls still waiting for a result, earliest first
+    #: (filled only on a re-use: the next result goes to the first, as the ledger pairs it)
+    waiting: dict[str, list[int]] = field(default_factory=dict)
     owner_of: dict[str, int] = field(default_factory=dict)
     group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
     long_args: list[int] = field(default_factory=list)
@@ -141,7 +144,8 @@ class Scanner:
             min_chars=self.min_chars, args_over=self.args_over, roles=list(self.roles),
             call_of=dict(self.call_of), call_ids=dict(self.call_ids),
             result_owner=dict(self.result_owner), answered=set(self.answered),
-            superseded=dict(self.superseded), owner_of=dict(self.owner_of), group_last=dict(self.group_last),
+            superseded=dict(self.superseded), waiting={k: list(v) for k, v in self.waiting.items()},
+            owner_of=dict(self.owner_of), group_last=dict(self.group_last),
             long_args=list(self.long_args), long_results=list(self.long_results),
             summaries=list(self.summaries), merged=set(self.merged),
             redeclared=self.redeclared, owners=list(self.owners),
@@ -170,6 +174,7 @@ class Scanner:
         self.roles.extend(roles)
         call_of, call_ids, owner_of = self.call_of, self.call_ids, self.owner_of
         result_owner, answered, group_last = self.result_owner, self.answered, self.group_last
+        waiting = self.waiting
         candidates: list[int] = []
         changed: list[int] = []  # owners whose group gained a result
         starts, min_chars, args_over = _summary_starts(), self.min_chars, self.args_over
@@ -180,9 +185,14 @@ class Scanner:
             if role == "tool":
                 call_id = msg["tool_call_id"]
                 owner = owner_of.get(call_id, -1)
-                if 0 <= owner < i and call_id not in answered:
-                    result_owner[i] = owner
+                if waiting and call_id in waiting:  # a re-used id: its earliest waiting call
+                    owner = self._answer_earliest(call_id)
+                elif 0 <= owner < i and call_id not in answered:
                     answered.add(call_id)
+                else:
+                    owner = -1
+                if owner >= 0:
+                    result_owner[i] = owner
                     group_last[owner] = i
                     changed.append(owner)
                 content = msg.get("content")
@@ -214,12 +224,10 @@ class Scanner:
                     long = False
                     for call in tool_calls:
                         call_id = call["id"]
-                        if call_id in call_of:  # a re-used id: the earlier call keeps
-                            self.redeclared += 1  # its result, the new one awaits its own
+                        if call_id in call_of:  # a re-used id: the new call awaits its own
+                            self.redeclared += 1
                             if owner_of[call_id] != i:  # (twice in one message: one call)
-                                earlier = (owner_of[call_id], call_id)
-                                self.superseded[earlier] = call_id in answered
-                                answered.discard(call_id)
+                                self._supersede(call_id)
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)
@@ -228,6 +236,26 @@ class Scanner:
                         self.long_args.append(i)
         self._note_groups(changed)
         return candidates
+
+    def _supersede(self, call_id: str) -> None:
+        """A later call re-uses `call_id`: the earlier one keeps its result, or keeps
+        waiting for the next result with the id (earliest first)."""
+        earlier = self.owner_of[call_id]
+        answered = call_id in self.answered
+        self.superseded[earlier, call_id] = answered
+        if answered:
+            self.answered.discard(call_id)
+        else:
+            self.waiting.setdefault(call_id, []).append(earlier)
+
+    def _answer_earliest(self, call_id: str) -> int:
+        """The earliest call still waiting with re-used `call_id`, now answered."""
+        queue = self.waiting[call_id]
+        owner = queue.pop(0)
+        if not queue:
+            del self.waiting[call_id]
+        self.superseded[owner, call_id] = True
+        return owner
 
     def _note_groups(self, changed: list[int]) -> None:
         """Record the owners new to `owners` (kept sorted) and the first group touched."""

@@ -360,3 +360,30 @@ def numbered_per_turn(messages: list[Message]) -> list[Message]:
             m["tool_call_id"] = renamed[m["tool_call_id"]]
         out.append(m)
     return out
+
+
+def interleaved_results(
+    messages: list[Message], counts: list[int]
+) -> tuple[list[Message], list[int]]:
+    """`messages` (and their `counts`) with each turn's results moved after the next
+    turn's calls where that turn follows them at once: ``A(x), r1, B(x), r2`` becomes
+    ``A(x), B(x), r1, r2`` (with ids numbered per turn, a re-use while a call waits)."""
+    pairs = list(zip(messages, counts, strict=True))
+    out: list[tuple[Message, int]] = []
+    i = 0
+    while i < len(pairs):
+        out.append(pairs[i])
+        j = i + 1
+        while j < len(pairs) and pairs[j][0]["role"] == "tool":
+            j += 1
+        if (
+            pairs[i][0].get("tool_calls")
+            and i + 1 < j < len(pairs)
+            and pairs[j][0].get("tool_calls")
+        ):
+            out.append(pairs[j])
+            out.extend(pairs[i + 1 : j])
+            i = j + 1
+        else:
+            i += 1
+    return [m for m, _ in out], [c for _, c in out]

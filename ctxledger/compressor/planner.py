@@ -267,10 +267,12 @@ def _in_flight(layout: Layout) -> set[str]:
 def _orphans(job: _Job, kept: Sequence[int], notes: list[str]) -> list[OrphanAction]:
     """Repairs for calls/results whose partner is not in the output (only odd inputs have any).
 
-    hermes-agent 0.19's repair, with three kept differences (README "Decisions worth
-    knowing", *Orphans*; ``tests/test_parity_orphans.py``): a call that would leave its
-    message empty is stubbed, not stripped; a result before its call, or a second one
-    for a call, is dropped; a call still in flight is kept."""
+    hermes-agent 0.19's repair, with kept differences (README "Decisions worth knowing",
+    *Orphans*; ``tests/test_parity_orphans.py``): a call that would leave its message
+    empty is stubbed, not stripped; a result before its call, or a second one for a
+    call, is dropped; a call still in flight is kept; with re-used ids, a call without
+    a result of its own goes though a kept result has its id (results are paired with
+    the waiting calls first in, first out: ``Layout.is_answered``)."""
     layout, messages, policy = job.layout, job.messages, job.config.orphan_policy
     actions: list[OrphanAction] = []
     in_flight = _in_flight(layout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -368,3 +369,33 @@ def test_a_leading_developer_message_is_the_head_kept_as_sent_with_no_note() -> 
 def test_feedback_counts_no_leading_developer_message() -> None:
     text = feedback([DEV, *_chat(8, system=False)], [DEV, *_chat(2, system=False)], 900, 300)
     assert text.splitlines()[0] == "Compressed: 16 → 4 messages"
+
+
+def test_a_stub_follows_the_last_result_the_output_keeps() -> None:
+    """A stub went after the last result with one of its message's ids, even one never
+    copied: here a second result for ``a`` in the summarized middle (the head ends
+    between the two results), so the stub was lost and ``b`` left without a result."""
+    messages: list[Message] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("b"), _call("a")]},
+        {"role": "tool", "tool_call_id": "a", "content": "x"},
+        {"role": "tool", "tool_call_id": "a", "content": "out " * 300},
+        *[
+            {"role": role, "content": text * 40}
+            for _ in range(2)
+            for role, text in (("user", "more "), ("assistant", "ok "))
+        ],
+    ]
+    config = CompressionConfig(protect_first_n=3, protect_last_n=3, orphan_policy="stub")
+    counts = [len(json.dumps(m)) // 4 for m in messages]
+    p = plan(messages, config, counts, context_length=2_000, force=True)
+    assert (p.head_end, p.tail_start) == (4, 6)
+    assert [(o.index, o.action) for o in p.orphans] == [(2, "stub_result")]
+    out = apply(p, messages, "s").messages
+    assert [(m["role"], m.get("tool_call_id")) for m in out[2:5]] == [
+        ("assistant", None),
+        ("tool", "a"),
+        ("tool", "b"),
+    ]
+    assert out[4]["content"] == STUB_RESULT_TEXT

@@ -30,6 +30,12 @@ before comparing:
 Two repairs Hermes does not make are pinned literally below: a result placed before
 its call, and a second result for one call, are dropped (a provider refuses both);
 Hermes keeps them, as its repair only asks whether some message made the call.
+
+Session 44 (a sweep of real transcripts, some re-using call ids): the same sessions
+with their calls numbered per turn (``call_0`` in many turns) compare equal too; results
+go to the calls waiting with their id first in, first out (as the ledger's repair pairs
+them); a call left waiting when a later result with its id answers an earlier call is
+stripped (Hermes keeps it: a kept result has its id).
 """
 
 from __future__ import annotations
@@ -39,10 +45,12 @@ from typing import Any
 
 import pytest
 from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
+from helpers.strategies import numbered_per_turn
 from hypothesis import strategies as st
 
 from ctxledger.compressor.assemble import STUB_RESULT_TEXT, apply
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.layout import message_layout
 from ctxledger.compressor.markers import is_summary_message, split_merged
 from ctxledger.compressor.planner import plan
 from ctxledger.compressor.plans import CompactionPlan
@@ -258,3 +266,109 @@ def test_the_summary_role_is_chosen_after_the_repair_where_hermes_chooses_before
     ours = apply(p, messages, SUMMARY).messages
     assert _shape(ours)[2:4] == [plain, ("summary merged", "user")]
     assert (p.summary_role, p.merge_index) == ("user", p.tail_start)
+
+
+# --- re-used call ids (session 44) ---------------------------------------------------------
+
+
+def _reuse_kept_after_summarized(p: CompactionPlan, messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a call id of the summarized middle is made again by a kept message."""
+    ids = [{c["id"] for c in m.get("tool_calls") or ()} for m in messages]
+    middle = set().union(*ids[p.head_end : p.tail_start])
+    return bool(middle & set().union(*ids[p.tail_start :]))
+
+
+def test_reused_call_ids_are_repaired_as_hermes_repairs_them(hermes: Hermes) -> None:
+    """Session 44's corpus sweep (tau-bench transcripts re-use call ids): a call id made
+    again after an earlier call with it was summarized. The scan paired the later result
+    with nobody (its id counted as answered already), so the plan dropped that result
+    and kept its call unanswered, an orphan call a provider refuses. Hermes keeps both;
+    so does ctxledger now (each call keeps its own result, ``Layout.superseded``)."""
+    sessions = [
+        {**s, "messages": numbered_per_turn(s["messages"])}
+        for s in drawn(_session(), 150, derandomize=True)
+    ]
+    answers = hermes.ask("orphans", sessions)
+    estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
+    pairs, at, reused = [], 0, 0
+    for session, answer in zip(sessions, answers, strict=True):
+        assert "out" in answer, answer
+        messages = session["messages"]
+        counts = [e["budget"] for e in estimates[at : at + len(messages)]]
+        at += len(messages)
+        p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
+        if p.action != "compress" or p.carried or answer["bounds"] != [p.head_end, p.tail_start]:
+            continue
+        theirs = answer["out"]
+        ours = _as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages))
+        if _dropped_next_to_summary(p):
+            theirs, ours = _without_summary(theirs), _without_summary(ours)
+        reused += _reuse_kept_after_summarized(p, messages)
+        pairs.append((len(messages), _shape(theirs), _shape(ours)))
+    assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
+    assert len(pairs) * 2 >= len(sessions) and reused * 3 >= len(pairs), (len(pairs), reused)
+
+
+def test_a_reused_call_id_keeps_each_result_with_its_own_call(hermes: Hermes) -> None:
+    """tau-bench's shape, literally: ``call_0`` answered in the summarized middle, made
+    again and answered in the tail. The tail's call keeps its result (it lost it before)."""
+    first = {"role": "assistant", "content": None, "tool_calls": [_call("call_0")]}
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    messages = _chat([again, {"role": "tool", "tool_call_id": "call_0", "content": "second"}])
+    messages[4:4] = [first, {"role": "tool", "tool_call_id": "call_0", "content": "first"}]
+    item = {"window": 64_000, "summary": SUMMARY, "messages": messages}
+    [theirs] = hermes.ask("orphans", [item])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.head_end <= 4 < p.tail_start
+    ours = apply(p, messages, SUMMARY).messages
+    assert p.orphans == []
+    assert _shape(ours) == _shape(theirs["out"])
+    assert [m["content"] for m in ours if m["role"] == "tool"] == ["second"]
+
+
+def test_interleaved_reused_ids_pair_first_in_first_out_and_keep_all_as_hermes(
+    hermes: Hermes,
+) -> None:
+    """A call re-uses ``call_0`` while the first call with it still waits, then both
+    results come: the first answers the first call, the second the second (as the
+    ledger's ``repair_call_ids`` pairs them), and all four stay, as in Hermes. Before,
+    the re-use took the first result and the first call was stripped, its result lost."""
+    first = {"role": "assistant", "content": "first", "tool_calls": [_call("call_0")]}
+    second = {"role": "assistant", "content": "second", "tool_calls": [_call("call_0")]}
+    results = [{"role": "tool", "tool_call_id": "call_0", "content": f"r{k}"} for k in (1, 2)]
+    messages = _chat([first, second, *results])
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start < len(messages) - 5
+    assert p.orphans == []
+    ours = apply(p, messages, SUMMARY).messages
+    assert _shape(ours) == _shape(theirs["out"])
+    at = len(messages) - 5
+    owners = message_layout(messages, CONFIG).result_owner
+    assert (owners[at + 2], owners[at + 3]) == (at, at + 1)
+
+
+def test_a_reused_id_with_one_result_answers_the_earlier_call_where_hermes_keeps_both(
+    hermes: Hermes,
+) -> None:
+    """``call_0`` got no result before a later turn made it again; one result follows.
+    It answers the earlier call (first in, first out, as the ledger's repair pairs it),
+    so the later call is stripped; Hermes's repair asks only whether some kept result
+    has the id and keeps both calls, one of them unanswered, which a provider refuses."""
+    hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    done = {"role": "tool", "tool_call_id": "call_0", "content": "done"}
+    messages = _chat([hung, {"role": "user", "content": "again"}, again, done])
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    at = len(messages) - 5
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start <= at
+    assert [(o.index, o.action) for o in p.orphans] == [(at + 2, "strip_call")]
+    assert _shape(theirs["out"])[-3][:2] == ("assistant", ("call_0",))
+    ours = apply(p, messages, SUMMARY).messages
+    assert _shape(ours)[-3][:2] == ("assistant", ())
+    assert [m["content"] for m in ours if m["role"] == "tool"] == ["done"]
+    assert message_layout(messages, CONFIG).result_owner[at + 3] == at

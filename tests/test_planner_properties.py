@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from typing import Any
 
 import msgspec
@@ -72,19 +73,22 @@ def _valid_cuts(messages: list[Message]) -> set[int]:
 
 
 def _check_pairs(out: list[Message]) -> None:
-    """No orphan result; every call answered, except the in-flight final message."""
-    issued: set[str] = set()
-    answered: set[str] = set()
+    """Each result answers a call still waiting with its id (ids may be re-used: counted
+    per id); no call is left waiting but those of the in-flight final message."""
+    waiting: Counter[str] = Counter()
     for m in out:
         if m["role"] == "tool":
-            assert m["tool_call_id"] in issued, f"orphan tool result {m['tool_call_id']}"
-            answered.add(m["tool_call_id"])
-        issued.update(c["id"] for c in m.get("tool_calls") or ())
+            assert waiting[m["tool_call_id"]] > 0, f"orphan tool result {m['tool_call_id']}"
+            waiting[m["tool_call_id"]] -= 1
+        waiting.update(c["id"] for c in m.get("tool_calls") or ())
     last_asst = max((i for i, m in enumerate(out) if m["role"] != "tool"), default=-1)
     in_flight = (
-        {c["id"] for c in out[last_asst].get("tool_calls") or ()} if last_asst >= 0 else set()
+        Counter(c["id"] for c in out[last_asst].get("tool_calls") or ())
+        if last_asst >= 0
+        else Counter()
     )
-    assert issued - answered <= in_flight, f"calls without results: {issued - answered - in_flight}"
+    left = +waiting - in_flight
+    assert not left, f"calls without results: {sorted(left)}"
 
 
 def _check_layout(p: CompactionPlan, messages: list[Message], result: AssembledTranscript) -> None:
@@ -170,6 +174,32 @@ def test_plan_and_apply_keep_every_invariant(
         for e in result.entries
         if e.origin in ("carried", "merged", "stripped", "system")
     }
+    for i, m in enumerate(messages):
+        if m["role"] == "tool":
+            assert i in live or i in summarized, f"tool result {i} silently dropped"
+
+
+@given(
+    data=S.counted_transcripts(max_turns=8),
+    config=configs(),
+    window=windows,
+    interleave=st.booleans(),
+)
+def test_reused_call_ids_keep_each_call_with_its_own_result(
+    data: tuple[list[Message], list[int]], config: CompressionConfig, window: int, interleave: bool
+) -> None:
+    """Session 44: call ids numbered per turn (a list planned as it came, not repaired
+    by the ledger): no orphan in the output, no tool result dropped silently."""
+    messages, counts = S.numbered_per_turn(data[0]), data[1]
+    if interleave:  # results of a turn after the next turn's calls: A(x), B(x), r1, r2
+        messages, counts = S.interleaved_results(messages, counts)
+    p = plan(messages, config, counts, context_length=window, force=True)
+    if p.action == "skip":
+        return
+    result = apply(p, messages, "Summary of the earlier turns.")
+    _check_pairs(result.messages)
+    live = {e.source_index for e in result.entries if e.origin != "stub"}
+    summarized = set(p.summarized_indices())
     for i, m in enumerate(messages):
         if m["role"] == "tool":
             assert i in live or i in summarized, f"tool result {i} silently dropped"

@@ -155,11 +155,17 @@ class _Builder:
 def _stub_positions(
     plan: CompactionPlan, messages: Sequence[Mapping[str, Any]]
 ) -> dict[int, list[tuple[int, str]]]:
-    """Stub results go right after the last surviving result of their call's message."""
+    """Stub results go right after the last carried result of their call's message.
+
+    Only a result the output keeps counts: a second result for a call, or one the
+    summarized middle holds, is never copied, and a stub placed after it would be lost."""
     positions: dict[int, list[tuple[int, str]]] = {}
-    for o in plan.orphans:
-        if o.action != "stub_result":
-            continue
+    stubs = [o for o in plan.orphans if o.action == "stub_result"]
+    if not stubs:
+        return positions
+    dropped = {o.index for o in plan.orphans if o.action == "drop_result"}
+    kept_middle = {*plan.pinned, *plan.carried}
+    for o in stubs:
         owner = messages[o.index]
         ids = {c.get("id") for c in owner.get("tool_calls") or () if isinstance(c, Mapping)}
         after = o.index
@@ -167,7 +173,8 @@ def _stub_positions(
             msg = messages[j]
             if msg.get("role") != "tool":
                 break
-            if msg.get("tool_call_id") in ids:
+            carried = j < plan.head_end or j >= plan.tail_start or j in kept_middle
+            if carried and j not in dropped and msg.get("tool_call_id") in ids:
                 after = j
         positions.setdefault(after, []).append((o.index, o.tool_call_id))
     return positions

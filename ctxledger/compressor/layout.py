@@ -33,7 +33,10 @@ class Layout:
     call_of: dict[str, Any] = field(default_factory=dict)  # call id -> the call object
     call_ids: dict[int, list[str]] = field(default_factory=dict)  # assistant -> its call ids
     result_owner: dict[int, int] = field(default_factory=dict)  # tool msg -> calling assistant
-    answered: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)  # ids whose latest call has its result
+    #: an earlier call whose id a later call re-used (unvalidated input: tau-bench logs,
+    #: local models numbering calls per turn) -> whether that earlier call was answered
+    superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
     long_args: list[int] = field(default_factory=list)  # assistants with oversized arguments
     long_results: list[int] = field(default_factory=list)  # tool msgs with >= prune_min_chars
     summaries: list[int] = field(default_factory=list)  # messages carrying a summary
@@ -43,6 +46,11 @@ class Layout:
     #: whether the first message is the system prompt, or a leading ``developer`` message
     #: (a session without one whose first message gives the instructions): protected alike
     has_system: bool = False
+
+    def is_answered(self, i: int, call_id: str) -> bool:
+        """Whether the call `call_id` made by assistant message `i` has its result."""
+        earlier = self.superseded.get((i, call_id)) if self.superseded else None
+        return call_id in self.answered if earlier is None else earlier
 
     def _span(self, i: int) -> int:
         """Index of the group span that a cut at i would split, or -1."""
@@ -115,6 +123,10 @@ class Scanner:
     call_ids: dict[int, list[str]] = field(default_factory=dict)
     result_owner: dict[int, int] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
+    superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
+    #: a re-used id -> its earlier calls still waiting for a result, earliest first
+    #: (filled only on a re-use: the next result goes to the first, as the ledger pairs it)
+    waiting: dict[str, list[int]] = field(default_factory=dict)
     owner_of: dict[str, int] = field(default_factory=dict)
     group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
     long_args: list[int] = field(default_factory=list)
@@ -132,6 +144,7 @@ class Scanner:
             min_chars=self.min_chars, args_over=self.args_over, roles=list(self.roles),
             call_of=dict(self.call_of), call_ids=dict(self.call_ids),
             result_owner=dict(self.result_owner), answered=set(self.answered),
+            superseded=dict(self.superseded), waiting={k: list(v) for k, v in self.waiting.items()},
             owner_of=dict(self.owner_of), group_last=dict(self.group_last),
             long_args=list(self.long_args), long_results=list(self.long_results),
             summaries=list(self.summaries), merged=set(self.merged),
@@ -161,6 +174,7 @@ class Scanner:
         self.roles.extend(roles)
         call_of, call_ids, owner_of = self.call_of, self.call_ids, self.owner_of
         result_owner, answered, group_last = self.result_owner, self.answered, self.group_last
+        waiting = self.waiting
         candidates: list[int] = []
         changed: list[int] = []  # owners whose group gained a result
         starts, min_chars, args_over = _summary_starts(), self.min_chars, self.args_over
@@ -171,9 +185,14 @@ class Scanner:
             if role == "tool":
                 call_id = msg["tool_call_id"]
                 owner = owner_of.get(call_id, -1)
-                if 0 <= owner < i and call_id not in answered:
-                    result_owner[i] = owner
+                if waiting and call_id in waiting:  # a re-used id: its earliest waiting call
+                    owner = self._answer_earliest(call_id)
+                elif 0 <= owner < i and call_id not in answered:
                     answered.add(call_id)
+                else:
+                    owner = -1
+                if owner >= 0:
+                    result_owner[i] = owner
                     group_last[owner] = i
                     changed.append(owner)
                 content = msg.get("content")
@@ -205,8 +224,10 @@ class Scanner:
                     long = False
                     for call in tool_calls:
                         call_id = call["id"]
-                        if call_id in call_of:
+                        if call_id in call_of:  # a re-used id: the new call awaits its own
                             self.redeclared += 1
+                            if owner_of[call_id] != i:  # (twice in one message: one call)
+                                self._supersede(call_id)
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)
@@ -215,6 +236,26 @@ class Scanner:
                         self.long_args.append(i)
         self._note_groups(changed)
         return candidates
+
+    def _supersede(self, call_id: str) -> None:
+        """A later call re-uses `call_id`: the earlier one keeps its result, or keeps
+        waiting for the next result with the id (earliest first)."""
+        earlier = self.owner_of[call_id]
+        answered = call_id in self.answered
+        self.superseded[earlier, call_id] = answered
+        if answered:
+            self.answered.discard(call_id)
+        else:
+            self.waiting.setdefault(call_id, []).append(earlier)
+
+    def _answer_earliest(self, call_id: str) -> int:
+        """The earliest call still waiting with re-used `call_id`, now answered."""
+        queue = self.waiting[call_id]
+        owner = queue.pop(0)
+        if not queue:
+            del self.waiting[call_id]
+        self.superseded[owner, call_id] = True
+        return owner
 
     def _note_groups(self, changed: list[int]) -> None:
         """Record the owners new to `owners` (kept sorted) and the first group touched."""
@@ -263,7 +304,7 @@ class Scanner:
         layout = Layout(
             n=n, roles=self.roles, call_of=self.call_of, call_ids=self.call_ids,
             result_owner=self.result_owner, answered=self.answered,
-            long_args=self.long_args, long_results=self.long_results,
+            superseded=self.superseded, long_args=self.long_args, long_results=self.long_results,
             summaries=self.summaries, merged=self.merged,
             has_system=n > 0 and self.roles[0] in INSTRUCTION_ROLES,
             span_start=self.span_start, span_end=self.span_end,

@@ -257,35 +257,40 @@ def _in_flight(layout: Layout) -> set[str]:
     )
     if last_assistant is None or layout.roles[last_assistant] != "assistant":
         return set()
-    return {c for c in layout.call_ids.get(last_assistant, []) if c not in layout.answered}
+    return {
+        c
+        for c in layout.call_ids.get(last_assistant, [])
+        if not layout.is_answered(last_assistant, c)
+    }
 
 
 def _orphans(job: _Job, kept: Sequence[int], notes: list[str]) -> list[OrphanAction]:
     """Repairs for calls/results whose partner is not in the output (only odd inputs have any).
 
-    hermes-agent 0.19's repair, with three kept differences (README "Decisions worth
-    knowing", *Orphans*; ``tests/test_parity_orphans.py``): a call that would leave its
-    message empty is stubbed, not stripped; a result before its call, or a second one
-    for a call, is dropped; a call still in flight is kept."""
+    hermes-agent 0.19's repair, with kept differences (README "Decisions worth knowing",
+    *Orphans*; ``tests/test_parity_orphans.py``): a call that would leave its message
+    empty is stubbed, not stripped; a result before its call, or a second one for a
+    call, is dropped; a call still in flight is kept; with re-used ids, a call without
+    a result of its own goes though a kept result has its id (results are paired with
+    the waiting calls first in, first out: ``Layout.is_answered``)."""
     layout, messages, policy = job.layout, job.messages, job.config.orphan_policy
     actions: list[OrphanAction] = []
     in_flight = _in_flight(layout)
     kept_set = set(kept)
-    seen_results: set[str] = set()
     for i in sorted(kept):
         role = layout.roles[i]
         if role == "tool":
-            call_id = messages[i].get("tool_call_id")
+            # the scan gives a result an owner only when it is the first one for its call
+            # (a call whose id a later call re-used keeps its own: ``Layout.superseded``)
             owner = layout.result_owner.get(i)
-            if owner is None or owner not in kept_set or call_id in seen_results:
+            if owner is None or owner not in kept_set:
+                call_id = messages[i].get("tool_call_id")
                 actions.append(
                     OrphanAction(index=i, tool_call_id=str(call_id), action="drop_result")
                 )
-            else:
-                seen_results.add(str(call_id))
         elif role == "assistant" and i in layout.call_ids:
             missing = [
-                c for c in layout.call_ids[i] if c not in layout.answered and c not in in_flight
+                c for c in layout.call_ids[i] if not layout.is_answered(i, c) and c not in in_flight
             ]
             if not missing:
                 continue

@@ -42,6 +42,8 @@ class Layout:
     call_ids: dict[int, list[str]] = field(default_factory=dict)  # assistant -> its call ids
     result_owner: dict[int, int] = field(default_factory=dict)  # tool msg -> calling assistant
     answered: set[str] = field(default_factory=set)
+    # (session 44: the layout's re-used call ids; the reference's lists re-use none)
+    superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
     long_args: list[int] = field(default_factory=list)  # assistants with oversized arguments
     long_results: list[int] = field(default_factory=list)  # tool msgs with >= prune_min_chars
     summaries: list[int] = field(default_factory=list)  # messages carrying a summary

@@ -335,3 +335,55 @@ STREAM_SHAPES = {
     "before": st.integers(0, 3),
     "big": st.integers(-1, 5),
 }
+
+
+def numbered_per_turn(messages: list[Message]) -> list[Message]:
+    """`messages` with every answered call's id renumbered per turn (``call_0``,
+    ``call_1``, ... in each assistant message), and its results with it: the same ids
+    in many turns, as tau-bench logs and local models that number calls per turn send
+    them (the ledger repairs them; ``plan()`` takes them as they are). Calls without a
+    result keep their ids, as do results whose call no message made."""
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    renamed: dict[str, str] = {}
+    out: list[Message] = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            calls = []
+            for j, c in enumerate(m["tool_calls"]):
+                if c["id"] in answered:
+                    renamed[c["id"]] = f"call_{j}"
+                    c = {**c, "id": f"call_{j}"}
+                calls.append(c)
+            m["tool_calls"] = calls
+        elif m["role"] == "tool" and m["tool_call_id"] in renamed:
+            m["tool_call_id"] = renamed[m["tool_call_id"]]
+        out.append(m)
+    return out
+
+
+def interleaved_results(
+    messages: list[Message], counts: list[int]
+) -> tuple[list[Message], list[int]]:
+    """`messages` (and their `counts`) with each turn's results moved after the next
+    turn's calls where that turn follows them at once: ``A(x), r1, B(x), r2`` becomes
+    ``A(x), B(x), r1, r2`` (with ids numbered per turn, a re-use while a call waits)."""
+    pairs = list(zip(messages, counts, strict=True))
+    out: list[tuple[Message, int]] = []
+    i = 0
+    while i < len(pairs):
+        out.append(pairs[i])
+        j = i + 1
+        while j < len(pairs) and pairs[j][0]["role"] == "tool":
+            j += 1
+        if (
+            pairs[i][0].get("tool_calls")
+            and i + 1 < j < len(pairs)
+            and pairs[j][0].get("tool_calls")
+        ):
+            out.append(pairs[j])
+            out.extend(pairs[i + 1 : j])
+            i = j + 1
+        else:
+            i += 1
+    return [m for m, _ in out], [c for _, c in out]

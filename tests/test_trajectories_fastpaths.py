@@ -1,6 +1,7 @@
 """Session 44's cuts to batch trajectory compression's CPU (docs/notes/s44-traj9.md):
 the output file stays byte for byte what main wrote before them, and each cut equals
-the plain code it replaced (kept here as the oracle)."""
+the plain code it replaced (the reference extractor's ``_lines_with``, finditer over
+every match; redaction's rules looked for one by one, kept here)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import hashlib
 import importlib
 import json
 import random
-import re
 from pathlib import Path
 from typing import Any
 
+from helpers.reference_facts.factkinds import _lines_with as every_matching_line
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,21 +98,6 @@ def test_compressed_output_is_byte_for_byte_mains(tmp_path: Path) -> None:
     assert hashlib.sha256(out.read_bytes()).hexdigest() == _MAINS_OUTPUT
 
 
-def _lines_with_every_match(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:
-    """The oracle: the lines of every ``finditer`` match, each line once (main's code)."""
-    out: list[tuple[int, str]] = []
-    next_free = -1
-    for match in pattern.finditer(text):
-        if match.start() < next_free:
-            continue
-        start = text.rfind("\n", 0, match.start()) + 1
-        end = text.find("\n", match.start())
-        end = len(text) if end < 0 else end
-        out.append((start, text[start:end]))
-        next_free = end
-    return out
-
-
 #: what the two patterns match, and the whitespace, ``:``, ``=`` and ``)`` around them
 _LINE_PIECES = st.sampled_from(
     [
@@ -127,7 +113,7 @@ _LINE_PIECES = st.sampled_from(
 @given(st.lists(_LINE_PIECES, max_size=30).map("".join))
 def test_lines_with_finds_the_lines_of_every_match(text: str) -> None:
     for pattern in (factkinds._RESULT_LINE, factkinds._EXCEPTION_IN_LINE):
-        assert factkinds._lines_with(pattern, text) == _lines_with_every_match(pattern, text)
+        assert factkinds._lines_with(pattern, text) == every_matching_line(pattern, text)
 
 
 def _redact_rule_by_rule(text: str) -> str:

@@ -97,7 +97,7 @@ def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:
     matching lines costs about twice as much). The lines are those of ``finditer``'s
     matches as long as no match of `pattern` can start inside the part of another
     match past its line's end (``result\n:`` of _RESULT_LINE: whitespace and ``:``),
-    which holds for both patterns given here (tests/test_trajectories_speed.py).
+    which holds for both patterns given here (tests/test_trajectories_fastpaths.py).
     """
     out: list[tuple[int, str]] = []
     pos = 0

@@ -89,21 +89,33 @@ CATEGORIES: Mapping[str, str] = {
 
 
 def _lines_with(pattern: re.Pattern[str], text: str) -> list[tuple[int, str]]:
-    """``(start, line)`` of each distinct line of `text` holding a match of `pattern`.
+    r"""``(start, line)`` of each distinct line of `text` holding a match of `pattern`.
 
-    One regex scan of the whole text, then only the matching lines are looked at: a
-    per-line loop over a long tool output of few matching lines costs about twice as much.
+    One regex search per matching line, resumed after that line's ``\n``: the rest of a
+    matching line is never scanned (a long line of many matches cost a scan to its end
+    and a match object per match; a per-line loop over a long tool output of few
+    matching lines costs about twice as much). A match's line is the one it starts on.
+    The lines are those of ``finditer``'s matches (main's loop, kept in
+    tests/helpers/reference_facts/factkinds.py) on condition that no match of `pattern`
+    starts at a ``\n`` and none starts inside the part of another match past its line's
+    end. Both patterns given here hold to it (tests/test_trajectories_fastpaths.py):
+    _RESULT_LINE's matches cross a line only as ``result\n:`` / ``output\n=``
+    (``\s*[:=]``: whitespace, ``:`` or ``=``, where no match starts) and ``x)\n returned``
+    (``\)\s*(?:returned|returns|raised)``: whitespace and a word none of its alternatives
+    starts inside), and every alternative of both starts with a character other than ``\n``.
+    A pattern that can match at a ``\n`` or match empty still ends (the search always
+    moves past the line it found), but its lines may differ from ``finditer``'s.
     """
     out: list[tuple[int, str]] = []
-    next_free = -1
-    for match in pattern.finditer(text):
-        if match.start() < next_free:
-            continue
+    pos = 0
+    while (match := pattern.search(text, pos)) is not None:
         start = text.rfind("\n", 0, match.start()) + 1
         end = text.find("\n", match.start())
-        end = len(text) if end < 0 else end
+        if end < 0:
+            out.append((start, text[start:]))
+            break
         out.append((start, text[start:end]))
-        next_free = end
+        pos = end + 1
     return out
 
 

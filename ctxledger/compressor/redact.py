@@ -19,6 +19,7 @@ Redaction is idempotent: redacting redacted text changes nothing.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -224,7 +225,8 @@ _VENDOR_TRIGGERS = (
     "aroa",
     "aiza",
 )
-_Rule = tuple[tuple[str, ...], re.Pattern[str], Callable[[re.Match[str]], str] | str]
+_Replacement = Callable[[re.Match[str]], str] | str
+_Rule = tuple[tuple[str, ...], re.Pattern[str], _Replacement]
 
 # (literal triggers in the lower-cased text, pattern, replacement). Whole-token shapes
 # run before the generic assignment scan, so ``api_key=sk-...`` is redacted once.
@@ -246,14 +248,24 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
+#: _RULES in runs of rules with the same triggers, in order: the triggers are looked for
+#: once per run, not once per rule (the six vendor token rules share theirs; they are
+#: looked for in the text as it came in, so the answer is the same for each rule of a run)
+_RUNS: tuple[tuple[tuple[str, ...], tuple[tuple[re.Pattern[str], _Replacement], ...]], ...] = tuple(
+    (triggers, tuple((pattern, replacement) for _, pattern, replacement in run))
+    for triggers, run in itertools.groupby(_RULES, key=lambda rule: rule[0])
+)
+
+
 def redact(text: str) -> str:
     """`text` with every recognised secret replaced by ``[REDACTED]``."""
     if not text:
         return text
     folded = text.lower()
-    for triggers, pattern, replacement in _RULES:
+    for triggers, rules in _RUNS:
         if any(t in folded for t in triggers):
-            text = pattern.sub(replacement, text)
+            for pattern, replacement in rules:
+                text = pattern.sub(replacement, text)
     return _redact_assignments(text)
 
 

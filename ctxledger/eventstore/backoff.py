@@ -5,7 +5,7 @@ back to 50 ms after a read (or a connection) that worked."""
 
 from __future__ import annotations
 
-__all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "Backoff"]
+__all__ = ["Backoff"]
 
 #: the first pause and the longest (seconds)
 BACKOFF_FIRST, BACKOFF_MAX = 0.05, 2.0

@@ -56,7 +56,6 @@ from ctxledger.runtime.overflow import (
 from ctxledger.runtime.service_io import (
     TurnResult,
     append_notices,
-    is_int,
     json_safe,
 )
 from ctxledger.runtime.toolbudget import (
@@ -309,10 +308,6 @@ class ServiceCore:
                 ),
             )
         else:
-            if not is_int(expected_version) or expected_version < 0:
-                raise InvalidInput(
-                    f"expected_version must be an integer ≥ 0, got {quoted(expected_version)}"
-                )
             check_seq(expected_version, "expected_version")  # (a huge one was quoted whole)
             sid = self._live_tip(session_id)
             if sid != session_id or self.ledger.version(sid) != expected_version:

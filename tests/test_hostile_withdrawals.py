@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sqlite3
 from collections.abc import Callable
 from functools import partial
@@ -26,7 +25,7 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner
-from helpers.ledger_helpers import deterministic_ledger
+from helpers.ledger_helpers import deterministic_ledger, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -377,12 +376,10 @@ def test_the_template_is_sound(tmp_path: Path) -> None:
     """(A guard: the unedited copy verifies and every command reads it.)"""
     db = tmp_path / "l.db"
     row = _ledger(db)
-    runner = CliRunner()
     for command in COMMANDS:
         args = [a.format(sid=row["session_id"]) for a in command]
-        result = runner.invoke(cli, ["--db", str(db), *args])
-        assert result.exit_code == 0, (args, result.output[-500:])
-    shutil.rmtree(tmp_path)
+        code, out = run_cli(db, *args)
+        assert code == 0, (args, out[-500:])
 
 
 def test_a_ledger_holding_a_lone_withdrawal_still_reads(tmp_path: Path) -> None:
@@ -401,12 +398,11 @@ def test_a_ledger_holding_a_lone_withdrawal_still_reads(tmp_path: Path) -> None:
         anyio.run(lambda: svc.append(sid, [_said(1)]))
         assert not set(reply) & set(ledger.transcript.session(sid).live)
     note = f"the withdrawal of {reply[0]!r} was not replayed (the replay keeps it)"
-    runner = CliRunner()
     for command in COMMANDS:
         args = [a.format(sid=sid) for a in command]
-        result = runner.invoke(cli, ["--db", str(db), *args])
-        assert result.exit_code == 0, (args, result.output[-500:])
+        code, out = run_cli(db, *args)
+        assert code == 0, (args, out[-500:])
         if "offline" in command:  # (its view keeps the reply: no claim of an exact replay)
-            assert f"note: {note}" in result.output
-            assert "exactly" not in result.output
-            assert "differs: withdrawals not replayed: 1 (the what-if keeps" in result.output
+            assert f"note: {note}" in out
+            assert "exactly" not in out
+            assert "differs: withdrawals not replayed: 1 (the what-if keeps" in out

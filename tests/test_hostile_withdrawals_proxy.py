@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from helpers.fake_upstream import Raw, raw_responses_stream
+from helpers.incomplete_replies import as_answer
 from helpers.server_rig import rig
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -122,9 +122,8 @@ def test_a_client_moving_around_its_provisional_replies_never_breaks_the_ledger(
             body: dict[str, Any] = {"model": "gpt-4.1", "input": kept}
             for n, (incomplete, call, streamed, move) in enumerate(turns):
                 reply = _reply(n, incomplete, call)
-                raw = raw_responses_stream(reply) if streamed else None
                 r.upstream.script.clear()  # (a turn refused before the upstream left its own)
-                r.upstream.queue(raw or Raw((json.dumps(reply).encode(),)))
+                r.upstream.queue(as_answer(reply, streamed))
                 if n:
                     items, previous = _input(move, n, asks, kept, last)
                     body = {"model": "gpt-4.1", "input": items}

@@ -10,6 +10,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,3 +103,21 @@ def test_the_compaction_floor_writes_exactly_the_rows_compact_appended(tmp_path:
     row = hermes_bench._floor_row([floor, floor], ([100.0, 100.0], [90.0, 90.0]), 2)
     assert {"bench", "value", "unit", "baseline", "ratio", "live_ratio", "fsync_ms"} <= row.keys()
     assert "goal" not in row and row["ratio"] == pytest.approx(row["value"] / 100.0, rel=0.01)
+
+
+def test_the_pg_writers_floor_reports_the_locked_ceiling_beside_the_floor_table(
+    pg_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pg_bench
+    import psycopg
+
+    pg_bench.bench_writers(pg_server.url, 0.3, rounds=1, counts=(2,), floor=True)
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    for side in ("raw_ledger_table", "raw_locked_table"):
+        assert row[side]["appends_per_s"] > 0 and row[side]["client_cpu_ms"] > 0
+    assert row["raw_locked_vs_sqlite"] == pytest.approx(
+        row["raw_locked_table"]["appends_per_s"] / row["sqlite"]["appends_per_s"], rel=0.01
+    )
+    with psycopg.connect(pg_server.url) as conn:  # every timed append is a committed row
+        stored = conn.execute("SELECT count(*), count(DISTINCT seq) FROM raw_locked").fetchone()
+    assert stored == (row["raw_locked_table"]["appends"],) * 2

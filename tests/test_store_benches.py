@@ -103,6 +103,10 @@ def test_the_compaction_floor_writes_exactly_the_rows_compact_appended(tmp_path:
     row = hermes_bench._floor_row([floor, floor], ([100.0, 100.0], [90.0, 90.0]), 2)
     assert {"bench", "value", "unit", "baseline", "ratio", "live_ratio", "fsync_ms"} <= row.keys()
     assert "goal" not in row and row["ratio"] == pytest.approx(row["value"] / 100.0, rel=0.01)
+    import readme_table
+
+    line = readme_table.table([json.dumps(row)], "today").splitlines()[-1]
+    assert line.startswith("| the floor of that compaction") and "— (reported)" in line
 
 
 def test_the_pg_writers_floor_reports_the_locked_ceiling_beside_the_floor_table(

@@ -1,7 +1,7 @@
 """Several processes appending to one SQLite ledger, each to its own session.
 
-Prints one JSON line per configuration: per-append latency (p50, p99, max) and the
-total throughput, with the fair write lock (a blocking ``flock`` on ``<ledger>.lock``
+Prints one JSON line per configuration: per-append latency (p50, p99, max), the
+total throughput and the writer processes' CPU per append, with the fair write lock (a blocking ``flock`` on ``<ledger>.lock``
 around each write transaction, the default) and, as the same-run baseline, without it
 (SQLite's sleeping busy handler alone, as before issue 14).
 
@@ -33,6 +33,7 @@ def _writer(path: str, worker: int, appends: int, fair: bool, start_at: float, o
     latencies: list[float] = []
     while time.time() < start_at:
         time.sleep(0.001)
+    cpu = time.process_time()
     for i in range(appends):
         event = MessageAppended(
             event_id=f"evt_{worker}_{i}",
@@ -46,8 +47,9 @@ def _writer(path: str, worker: int, appends: int, fair: bool, start_at: float, o
         t = time.perf_counter()
         store.append(sid, [event], i)
         latencies.append((time.perf_counter() - t) * 1000)
+    cpu = time.process_time() - cpu
     store.close()
-    out.put(latencies)
+    out.put((latencies, cpu))
 
 
 def _raw_writer(path: str, worker: int, appends: int, start_at: float, out: Any) -> None:
@@ -64,6 +66,7 @@ def _raw_writer(path: str, worker: int, appends: int, start_at: float, out: Any)
     latencies: list[float] = []
     while time.time() < start_at:
         time.sleep(0.001)
+    cpu = time.process_time()
     for _ in range(appends):
         t = time.perf_counter()
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -74,9 +77,10 @@ def _raw_writer(path: str, worker: int, appends: int, start_at: float, out: Any)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
         latencies.append((time.perf_counter() - t) * 1000)
+    cpu = time.process_time() - cpu
     conn.close()
     os.close(lock)
-    out.put(latencies)
+    out.put((latencies, cpu))
 
 
 def _create_raw(path: str) -> None:
@@ -95,7 +99,9 @@ def _quantile(samples: list[float], q: float) -> float:
 
 def run(processes: int, appends: int, mode: str) -> dict[str, Any]:
     """One configuration: ``"fair"`` (the default store), ``"busy"`` (fair_write_lock off)
-    or ``"raw"`` (the floor: plain one-row commits under the same flock)."""
+    or ``"raw"`` (the floor: plain one-row commits under the same flock). The CPU per
+    append is the writer processes' own (user + system, event building included): SQLite
+    has no server, so it is all the CPU an append costs."""
     ctx = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "contention.db")
@@ -117,8 +123,11 @@ def run(processes: int, appends: int, mode: str) -> dict[str, Any]:
         for proc in procs:
             proc.start()
         samples: list[float] = []
+        cpu = 0.0
         for _ in procs:
-            samples.extend(queue.get())
+            latencies, seconds = queue.get()
+            samples.extend(latencies)
+            cpu += seconds
         for proc in procs:
             proc.join()
         elapsed = time.time() - start_at
@@ -127,6 +136,7 @@ def run(processes: int, appends: int, mode: str) -> dict[str, Any]:
         "p99_ms": round(_quantile(samples, 0.99), 2),
         "max_ms": round(max(samples), 2),
         "appends_per_s": round(len(samples) / elapsed, 1),
+        "cpu_ms_per_append": round(cpu / len(samples) * 1000, 3),
     }
 
 

@@ -10,12 +10,14 @@ baseline, ratio.
 
     python bench/layout_bench.py [--events 20000] [--rounds 7] [LAYOUT ...]
 
-Layouts: ``current`` (today's: 8 columns, UNIQUE event_id TEXT, UNIQUE (stream_id,
-version)), ``no_id_index`` (without the event-id index), ``no_kind`` (without the kind
-column), ``non_unique`` (both indexes non-unique), ``id_digest`` (a non-unique index on a
-64-bit digest of the id instead of the id), ``no_secondary`` (no index besides seq),
-``current_8k`` (today's on 8 KiB pages), ``segment`` (one row per append holding every
-payload, plus a WITHOUT ROWID event-id table).
+Layouts: ``current`` (8 columns, UNIQUE event_id TEXT, UNIQUE (stream_id, version):
+the layout before migration ``0002_message_heads``), ``heads`` (today's: ``current``
+plus the ``message_id`` and ``tokens`` columns a message row fills), ``no_id_index``
+(without the event-id index), ``no_kind`` (without the kind column), ``non_unique``
+(both indexes non-unique), ``id_digest`` (a non-unique index on a 64-bit digest of the
+id instead of the id), ``no_secondary`` (no index besides seq), ``current_8k``
+(``current`` on 8 KiB pages), ``segment`` (one row per append holding every payload,
+plus a WITHOUT ROWID event-id table).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Rows:
     def __init__(self, n: int) -> None:
         events = make_events(n)
         self.ids = [e.event_id for e in events]
+        self.heads = [(e.message_id, e.tokens) for e in events]
         self.payloads = [msgspec.json.encode(e) for e in events]
         self.crcs = [str(zlib.crc32(p)) for p in self.payloads]
         self.digests = [
@@ -78,6 +81,8 @@ class Rows:
             "schema": 1,
             "payload": self.payloads[i],
             "hash": self.crcs[i],
+            "message_id": self.heads[i][0],
+            "tokens": self.heads[i][1],
         }
         return tuple(values[c] for c in columns.split())
 
@@ -111,6 +116,10 @@ def _blocks(conn: sqlite3.Connection, rows: Rows, columns: str) -> Txn:
 _FULL = "seq event_id stream_id version kind schema payload hash"
 _TABLES: dict[str, tuple[str, str]] = {
     "current": (f"CREATE TABLE events ({_COLS8});{_BY_ID}{_BY_STREAM}", _FULL),
+    "heads": (
+        f"CREATE TABLE events ({_COLS8}, message_id TEXT, tokens INTEGER);{_BY_ID}{_BY_STREAM}",
+        _FULL + " message_id tokens",
+    ),
     "current_8k": (f"CREATE TABLE events ({_COLS8});{_BY_ID}{_BY_STREAM}", _FULL),
     "no_id_index": (f"CREATE TABLE events ({_COLS8});{_BY_STREAM}", _FULL),
     "no_kind": (

@@ -20,7 +20,11 @@ Prints one JSON object per line:
   rows into a table shaped like the ledger's ``events`` (same columns, seq from a
   sequence, the three backstops ``UNIQUE (seq)``, ``UNIQUE (event_id)``,
   ``UNIQUE (stream_id, version)``), a prepared statement, no lock, no version check, no
-  chain: what any append design that keeps the schema's backstops costs at least.
+  chain: what any append design that keeps the schema's backstops costs at least. It
+  also adds ``raw_locked_table``: the same INSERT into a table of that shape taking
+  ``pg_advisory_xact_lock`` in the same statement, so the lock is held until the commit
+  has flushed: the cheapest way to make seq order commit order by holding one lock
+  across each flush (no chain read, no version check), i.e. the ceiling of that design.
 * ``pg_batched_append``: ``append`` of 1,000-event batches vs raw ``COPY`` and
   ``executemany`` of the same payloads, one transaction per batch; three rounds, the
   sides in a rotating order, the best rate of each, and (private server) the client and
@@ -117,6 +121,12 @@ def _writer(
             "INSERT INTO raw_ledger (event_id, stream_id, version, kind, schema, payload, hash)"
             " VALUES (%s, %s, %s, 'message_appended', 1, %s, %s)"
         )
+    elif kind == "raw_locked":  # the lock is taken first and held through the commit
+        insert = (
+            "WITH lock AS (SELECT pg_advisory_xact_lock(7411))"
+            " INSERT INTO raw_locked (event_id, stream_id, version, kind, schema, payload, hash)"
+            " SELECT %s, %s, %s, 'message_appended', 1, %s, %s FROM lock"
+        )
     barrier.wait()
     cpu = time.process_time()
     start = time.perf_counter()
@@ -129,7 +139,7 @@ def _writer(
         else:
             assert raw is not None
             payload = encode_event(event)  # what the store encodes, outside the timing too
-            if kind == "raw_ledger":  # the chain hash computed outside the timing too
+            if kind in ("raw_ledger", "raw_locked"):  # the chain hash, outside the timing too
                 args: tuple[Any, ...] = (event.event_id, n, i + 1, payload, sha256_hex(payload))
             else:
                 args = (event.session_id, i + 1, payload)
@@ -218,22 +228,23 @@ def summarize(
 def create_raw_tables(url: str) -> None:
     """The raw sides' tables: a primary key only, and the ledger's shape (its backstops)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS raw_events, raw_ledger")
+        conn.execute("DROP TABLE IF EXISTS raw_events, raw_ledger, raw_locked")
         conn.execute(
             "CREATE TABLE raw_events (seq bigserial PRIMARY KEY, stream text NOT NULL,"
             " version bigint NOT NULL, payload bytea NOT NULL)"
         )
-        conn.execute(
-            "CREATE TABLE raw_ledger (seq bigserial UNIQUE, event_id text NOT NULL UNIQUE,"
-            " stream_id bigint NOT NULL, version bigint NOT NULL, kind text NOT NULL,"
-            " schema integer NOT NULL, payload bytea NOT NULL, hash text NOT NULL,"
-            " UNIQUE (stream_id, version))"
-        )
+        for table in ("raw_ledger", "raw_locked"):
+            conn.execute(
+                f"CREATE TABLE {table} (seq bigserial UNIQUE, event_id text NOT NULL UNIQUE,"
+                " stream_id bigint NOT NULL, version bigint NOT NULL, kind text NOT NULL,"
+                " schema integer NOT NULL, payload bytea NOT NULL, hash text NOT NULL,"
+                " UNIQUE (stream_id, version))"
+            )
 
 
 def _targets(url: str, tmp: str, kinds: tuple[str, ...]) -> dict[str, str]:
     """Each side's ledger, created before the race (raw sides write the raw tables)."""
-    targets = {"raw": url, "raw_ledger": url}
+    targets = {"raw": url, "raw_ledger": url, "raw_locked": url}
     for kind in kinds:
         if kind.startswith("raw"):
             continue
@@ -258,6 +269,8 @@ def _writers_row(writers: int, load: float, sides: dict[str, Result], floor: boo
         extra = {
             "raw_ledger_table": sides["raw_ledger"],
             "raw_ledger_vs_sqlite": round(per_s("raw_ledger") / per_s("sqlite"), 3),
+            "raw_locked_table": sides["raw_locked"],
+            "raw_locked_vs_sqlite": round(per_s("raw_locked") / per_s("sqlite"), 3),
         }
     return {
         "bench": "pg_writers",
@@ -287,7 +300,7 @@ def bench_writers(
     """Per writer count, the sides run in alternating slices (load drift hits all)."""
     kinds: tuple[str, ...] = ("sqlite", "postgres", "raw", "sqlite_normal", "postgres_normal")
     if floor:
-        kinds += ("raw_ledger",)
+        kinds += ("raw_ledger", "raw_locked")
     for writers in counts:
         with tempfile.TemporaryDirectory() as tmp:
             targets = _targets(url, tmp, kinds)

@@ -200,6 +200,9 @@ _HERMES = {
     "(summarizer stubbed on both sides)",
     "hermes_compact_live_5000": "`compact()` at 5,000 messages, bodies already in memory "
     "(a live agent's process), vs Hermes `compress()` (summarizer stubbed on both sides)",
+    "hermes_compact_floor_5000": "the floor of that compaction: the session's bodies read "
+    "and the same rows written durably by raw SQL (no planning, no ctxledger code), vs "
+    "Hermes `compress()`",
 }
 
 

@@ -10,6 +10,7 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,8 +67,13 @@ def test_the_segment_layout_keeps_every_payload_and_id() -> None:
 
 def test_the_contention_floor_commits_every_row_under_the_lock() -> None:
     result = contention_bench.run(2, 5, "raw")
-    assert set(result) == {"p50_ms", "p99_ms", "max_ms", "appends_per_s"}
-    assert result["appends_per_s"] > 0
+    assert set(result) == {"p50_ms", "p99_ms", "max_ms", "appends_per_s", "cpu_ms_per_append"}
+    assert result["appends_per_s"] > 0 and result["cpu_ms_per_append"] > 0
+
+
+def test_the_contention_bench_reports_the_stores_cpu_per_append() -> None:
+    result = contention_bench.run(2, 5, "fair")
+    assert result["cpu_ms_per_append"] > 0 and result["appends_per_s"] > 0
 
 
 def test_batched_append_reports_cpu_per_event_beside_the_wall_ratio(tmp_path: Path) -> None:
@@ -77,3 +83,45 @@ def test_batched_append_reports_cpu_per_event_beside_the_wall_ratio(tmp_path: Pa
     assert row["cpu_ratio"] == pytest.approx(
         row["cpu_us_per_event"]["raw"] / row["cpu_us_per_event"]["ours"], rel=0.02
     )
+
+
+def test_the_compaction_floor_writes_exactly_the_rows_compact_appended(tmp_path: Path) -> None:
+    import hermes_bench
+    from planner_bench import synthetic_session
+
+    template = str(tmp_path / "template.db")
+    sid = hermes_bench._build_ledger(template, synthetic_session(600))
+    rows = hermes_bench._compaction_rows(template, str(tmp_path / "rows.db"), sid)
+    assert rows and "SessionSwitched" in {r[3] for r in rows}
+    floor = hermes_bench._floor_once(template, str(tmp_path / "floor.db"), rows)
+    assert all(part >= 0 for part in floor) and floor[0] > 0 and floor[2] > 0
+    written = sqlite3.connect(tmp_path / "floor.db").execute(
+        "SELECT event_id, stream_id, version, kind, schema, payload, hash, message_id, tokens"
+        f" FROM events ORDER BY seq DESC LIMIT {len(rows)}"
+    )
+    assert sorted(written.fetchall()) == sorted(rows)
+    row = hermes_bench._floor_row([floor, floor], ([100.0, 100.0], [90.0, 90.0]), 2)
+    assert {"bench", "value", "unit", "baseline", "ratio", "live_ratio", "fsync_ms"} <= row.keys()
+    assert "goal" not in row and row["ratio"] == pytest.approx(row["value"] / 100.0, rel=0.01)
+    import readme_table
+
+    line = readme_table.table([json.dumps(row)], "today").splitlines()[-1]
+    assert line.startswith("| the floor of that compaction") and "— (reported)" in line
+
+
+def test_the_pg_writers_floor_reports_the_locked_ceiling_beside_the_floor_table(
+    pg_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pg_bench
+    import psycopg
+
+    pg_bench.bench_writers(pg_server.url, 0.3, rounds=1, counts=(2,), floor=True)
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    for side in ("raw_ledger_table", "raw_locked_table"):
+        assert row[side]["appends_per_s"] > 0 and row[side]["client_cpu_ms"] > 0
+    assert row["raw_locked_vs_sqlite"] == pytest.approx(
+        row["raw_locked_table"]["appends_per_s"] / row["sqlite"]["appends_per_s"], rel=0.01
+    )
+    with psycopg.connect(pg_server.url) as conn:  # every timed append is a committed row
+        stored = conn.execute("SELECT count(*), count(DISTINCT seq) FROM raw_locked").fetchone()
+    assert stored == (row["raw_locked_table"]["appends"],) * 2

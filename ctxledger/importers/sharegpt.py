@@ -176,7 +176,16 @@ def _responses(value: str) -> list[_Response]:
 
 
 def _issued(b: SessionBuilder) -> set[str]:
-    return {c["id"] for m in b.messages for c in m.get("tool_calls") or ()}
+    """The call ids the assistant turns so far issued. A turn's other fields are kept as
+    they came (a ``tool_calls`` of text on a human turn too): not read here, the
+    message check at the end names them."""
+    return {
+        c["id"]
+        for m in b.messages
+        if m["role"] == "assistant" and isinstance(m.get("tool_calls"), list)
+        for c in m["tool_calls"]
+        if isinstance(c, dict) and isinstance(c.get("id"), str)
+    }
 
 
 def _tool_turn(

@@ -42,7 +42,7 @@ from ctxledger.eventstore.opening import (
     open_store,
     require_ledger_file,
 )
-from ctxledger.inputfile import shown_path
+from ctxledger.inputfile import path_text, shown_path
 from ctxledger.integers import MAX_DIGITS, all_digits, ascii_int, quoted_short
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
@@ -263,8 +263,11 @@ class FilePath(click.Path):
         if isinstance(value, str | bytes) and not value:  # ("" was ".": "cannot write .")
             dash = " (or - for stdin)" if self.allow_dash and self.readable else ""
             self.fail(f"the path is empty: give a file's path{dash}", param, ctx)
-        try:
+        try:  # (a NUL was os.stat's ValueError: a traceback)
+            path_text(value, "the path", named=lambda text: f"the path {shown_path(text)}")
             return super().convert(value, param, ctx)
+        except InvalidInput as exc:
+            self.fail(str(exc), param, ctx)
         except click.BadParameter as exc:
             text = os.fsdecode(value) if isinstance(value, str | bytes) else str(value)
             shown = shown_path(text)  # (click quotes the name with repr: cut that form too)

@@ -509,8 +509,9 @@ def setting_from_text(key: str, raw: str, where: str) -> Any:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The flat settings of a TOML file (unknown keys, bad TOML, a missing file: InvalidConfig)."""
-    return _read_toml(Path(path))
+    """The flat settings of a TOML file (unknown keys, bad TOML, a missing file, a name
+    holding a NUL: InvalidConfig)."""
+    return _read_toml(Path(path_text(path, "the config file", InvalidConfig)))
 
 
 def build_config(

@@ -1,15 +1,21 @@
 """A file name no file system can hold, given to a CLI path option or argument: one plain
 error line, exit 2, nothing appended (session 45's sweep).
 
-What it found: ``--config`` with a NUL (``compress``, ``config``, ``serve`` read it
-through click's ``Path(exists=True)``) was a ``ValueError`` traceback out of
-``os.stat``; every ``FilePath`` now refuses a NUL or a lone surrogate by name first.
-The library's own reader (``resolve_config``, ``read_config_file``) said "is not valid
-TOML: embedded null byte"; it now says what ``load_config`` says.
+What it found: every ``FilePath`` parameter crashed on main with a traceback (``import``'s
+FILE, ``export``/``replay`` ``--out``, ``trajectories compress`` IN_PATH/OUT_PATH,
+``serve --token-file``, ``--config`` of ``compress``/``config``): a NUL was a
+``ValueError`` ("embedded null byte"), a lone surrogate a ``UnicodeEncodeError``. Each
+now refuses such a name by name first. A ledger target starting with ``~`` (``--db``,
+``migrate --from``/``--to``) was expanded before any check: ``~\x00`` was
+``expanduser``'s ``ValueError``; it is now checked, then expanded
+(:func:`~ctxledger.eventstore.opening.target_text`). The library's own reader
+(``resolve_config``, ``read_config_file``) said "is not valid TOML: embedded null byte";
+it now says what ``load_config`` says.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,7 +38,10 @@ CASES = [
     (["trajectories", "compress", "in.jsonl", "{}"], "'OUT_PATH'"),
     (["serve", "--token-file", "{}"], "'--token-file'"),
 ]
-NAMES = [("a\x00b", "a\\x00b holds a NUL character"), ("\ud800", "\\ud800 holds a lone surrogate")]
+NAMES = [
+    ("a\x00b", "'a\\x00b' holds a NUL character"),
+    ("\ud800", "'\\ud800' holds a lone surrogate"),
+]
 
 
 @pytest.mark.parametrize(("args", "param"), CASES, ids=[" ".join(c[0][:2]) for c in CASES])
@@ -56,6 +65,50 @@ def test_a_path_no_file_can_have_is_one_plain_error_line(
 
 
 @pytest.mark.parametrize("read", [read_config_file, resolve_config])
-def test_the_librarys_config_reader_names_a_nul_in_the_file_name(read: object) -> None:
+def test_the_librarys_config_reader_names_a_nul_in_the_file_name(
+    read: Callable[[str], object],
+) -> None:
     with pytest.raises(InvalidConfig, match=r"the config file 'a\\x00b' holds a NUL character"):
-        read("a\x00b")  # type: ignore[operator]
+        read("a\x00b")
+
+
+#: (the arguments with {} where the ledger target goes, the option click names)
+TILDE_CASES = [
+    (["--db", "{}", "sessions"], "'--db'"),
+    (["migrate", "--from", "{}", "--to", "out.db"], "'--from'"),
+    (["migrate", "--from", "l.db", "--to", "{}"], "'--to'"),
+]
+TILDE_NAMES = [
+    ("~\x00", "'~\\x00' holds a NUL character"),
+    ("~\ud800/x.db", "'~\\ud800/x.db' holds a lone surrogate"),
+    ("~a\x00/x.db", "'~a\\x00/x.db' holds a NUL character"),
+]
+
+
+@pytest.mark.parametrize(("args", "param"), TILDE_CASES, ids=["db", "from", "to"])
+@pytest.mark.parametrize(("name", "says"), TILDE_NAMES, ids=["nul", "surrogate", "user-nul"])
+def test_a_ledger_target_under_tilde_is_checked_before_it_is_expanded(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    param: str,
+    name: str,
+    says: str,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    db = tmp_path / "l.db"
+    with make_ledger(db) as ledger:
+        ledger.start_session(model="m", session_id="s")
+        before = ledger.store.last_seq()
+    near = {"{}": name, "l.db": str(db), "out.db": str(tmp_path / "out.db")}
+    result = CliRunner().invoke(cli, [near.get(a, a) for a in args])
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1, result.output
+    assert f"Invalid value for {param}: the ledger path {says}" in result.output, result.output
+    with make_ledger(db) as ledger:
+        assert ledger.store.last_seq() == before
+    assert not (tmp_path / "out.db").exists()
+    assert not any(home.iterdir())  # (nor anything made under the home folder)

@@ -5,7 +5,8 @@ What it found: a human turn holding a ``tool_calls`` field of text was a ``TypeE
 traceback out of ``ctxledger import`` (pairing a tool response with a call whose id was
 synthesized read the calls of every earlier message). Now only the well-formed calls
 of assistant turns are read there, and the message check names the stray field. The
-every-object-every-field table in ``test_import_fuzzed_files.py`` keeps the class.
+every-object-every-field table in ``test_import_fuzzed_files.py`` keeps the class;
+``tests/importers/test_sharegpt.py`` guards the id a response gives its call.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from pathlib import Path
 from helpers.import_fixtures import sharegpt_record
 from test_import_hostile_files import _import
 
-from ctxledger import Ledger
-
 
 def test_a_human_turn_holding_tool_calls_of_text_is_a_located_error(tmp_path: Path) -> None:
     record = sharegpt_record()
@@ -27,17 +26,3 @@ def test_a_human_turn_holding_tool_calls_of_text_is_a_located_error(tmp_path: Pa
     assert output.startswith("error: ") and output.count("\n") == 1, output
     assert "'tool_calls' is only allowed on assistant messages, not user" in output
     assert appended == 0
-
-
-def test_a_tool_response_still_gives_its_id_to_a_call_that_had_none(tmp_path: Path) -> None:
-    # the guard on the change: the id a response names replaces the synthesized one
-    code, output, appended = _import(tmp_path, json.dumps([sharegpt_record()]).encode())
-    assert code == 0 and appended > 0, output
-    with Ledger.open(tmp_path / "l.db") as ledger:
-        (session,) = ledger.sessions()
-        calls = [
-            c["id"]
-            for m in ledger.transcript.live_messages(session.session_id)
-            for c in m.get("tool_calls") or ()
-        ]
-    assert calls[0] == "call_real", calls

@@ -29,7 +29,7 @@ async def _send(
     app: Any, method: str, path: str, query: bytes, headers: list[tuple[bytes, bytes]], body: bytes
 ) -> tuple[int, dict[str, Any]]:
     """One request straight into the ASGI app (no client library to clean it first)."""
-    status, raw = await send_raw(app, method, path, query, [AUTH, *headers], body)
+    status, _, raw = await send_raw(app, method, path, query, [AUTH, *headers], body)
     return status, json.loads(raw)
 
 

@@ -122,9 +122,9 @@ async def send_raw(
     body: bytes,
     *,
     timeout: float = 10,
-) -> tuple[int, bytes]:
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """One request straight into the ASGI `app` (no client library to clean its bytes
-    first): the status and the body answered within `timeout` seconds."""
+    first): the status, headers and body answered within `timeout` seconds."""
     sent: list[dict[str, Any]] = []
     delivered = False
 
@@ -140,5 +140,6 @@ async def send_raw(
 
     with anyio.fail_after(timeout):
         await app(http_scope(method, path, headers, query), receive, send)
-    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], list(start.get("headers", ())), body

@@ -50,16 +50,23 @@ def test_a_path_no_file_can_have_is_one_plain_error_line(
     tmp_path: Path, args: list[str], param: str, name: str, says: str
 ) -> None:
     db = tmp_path / "l.db"
+    (tmp_path / "in.jsonl").write_text('{"conversations": []}\n')
+    near = {"{}": name, "in.jsonl": str(tmp_path / "in.jsonl"), "out.jsonl": str(tmp_path / "o")}
+    args = ["--db", str(db), *[near.get(a, a) for a in args]]
+    _one_plain_refusal(db, args, f"Invalid value for {param}: the path {says}")
+
+
+def _one_plain_refusal(db: Path, args: list[str], says: str) -> None:
+    """The CLI run with `args` beside the ledger `db` (one session started): exit 2, one
+    line holding `says`, nothing appended to `db`."""
     with make_ledger(db) as ledger:
         ledger.start_session(model="m", session_id="s")
         before = ledger.store.last_seq()
-    (tmp_path / "in.jsonl").write_text('{"conversations": []}\n')
-    near = {"{}": name, "in.jsonl": str(tmp_path / "in.jsonl"), "out.jsonl": str(tmp_path / "o")}
-    result = CliRunner().invoke(cli, ["--db", str(db), *[near.get(a, a) for a in args]])
+    result = CliRunner().invoke(cli, args)
     assert isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1, result.output
-    assert f"Invalid value for {param}: the path {says}" in result.output, result.output
+    assert says in result.output, result.output
     with make_ledger(db) as ledger:
         assert ledger.store.last_seq() == before
 
@@ -99,16 +106,8 @@ def test_a_ledger_target_under_tilde_is_checked_before_it_is_expanded(
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     db = tmp_path / "l.db"
-    with make_ledger(db) as ledger:
-        ledger.start_session(model="m", session_id="s")
-        before = ledger.store.last_seq()
     near = {"{}": name, "l.db": str(db), "out.db": str(tmp_path / "out.db")}
-    result = CliRunner().invoke(cli, [near.get(a, a) for a in args])
-    assert isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == 2, result.output
-    assert result.output.count("\n") == 1, result.output
-    assert f"Invalid value for {param}: the ledger path {says}" in result.output, result.output
-    with make_ledger(db) as ledger:
-        assert ledger.store.last_seq() == before
+    args = [near.get(a, a) for a in args]
+    _one_plain_refusal(db, args, f"Invalid value for {param}: the ledger path {says}")
     assert not (tmp_path / "out.db").exists()
     assert not any(home.iterdir())  # (nor anything made under the home folder)

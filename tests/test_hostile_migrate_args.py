@@ -95,9 +95,9 @@ def test_a_url_with_a_blank_before_it_is_named_as_a_url(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     line = _refused(tmp_path, str(_source(tmp_path)), f" postgresql://u:{SECRET}@h:1/db")
-    assert line == (
-        "error: the ledger URL 'postgresql://h:1/db' has blank characters around it: "
-        "give it without them"
+    assert line == (  # (refused as click reads --to: session 45 hostile10)
+        "error: Invalid value for '--to': the ledger URL 'postgresql://h:1/db' has blank "
+        "characters around it: give it without them (see `cli migrate --help`)"
     )
     result = CliRunner().invoke(cli, ["--db", f" postgresql://u:{SECRET}@h:1/db", "sessions"])
     assert result.exit_code == 2 and "has blank characters around it" in result.output

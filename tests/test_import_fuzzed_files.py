@@ -13,6 +13,7 @@ object (``raw.get`` of a text), each parsed and appended to one shared ledger.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import sqlite3
@@ -139,3 +140,35 @@ def test_every_object_of_every_fixture_replaced_by_a_text_or_null_is_no_crash() 
                     import_sessions(ledger, load(None, named, text=text))
                 except CtxLedgerError:
                     assert ledger.store.last_seq() == before, (fmt, text)
+
+
+#: fields the readers look up by name, given to every object of every fixture (session 45:
+#: a ShareGPT human turn holding a ``tool_calls`` of text was a TypeError)
+_READ_FIELDS = ["tool_calls", "tool_call_id", "role", "content", "type", "id", "name", "usage"]
+
+
+def _added_fields() -> list[tuple[str, str]]:
+    """Every fixture with one of its objects given one of :data:`_READ_FIELDS` (a field it
+    already holds is replaced) holding a text or a number."""
+    out: list[tuple[str, str]] = []
+    for fmt, fixture in FIXTURES.items():
+        for at in json_places(fixture):
+            for field in _READ_FIELDS:
+                for value in ("x", 5):
+                    doc = copy.deepcopy(fixture)
+                    target = doc
+                    for key in at:
+                        target = target[key]
+                    if isinstance(target, dict):
+                        target[field] = value
+                        out.append((fmt, _encoded(fmt, doc)))
+    return out
+
+
+def test_every_object_of_every_fixture_given_a_read_field_of_the_wrong_type_is_no_crash() -> None:
+    shapes = _added_fields()
+    assert len(shapes) > 1000
+    for fmt, text in shapes:
+        for named in (fmt, None):
+            with contextlib.suppress(CtxLedgerError):
+                load(None, named, text=text)

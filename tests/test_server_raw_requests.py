@@ -19,8 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers.asgi import http_scope
-from helpers.server_rig import rig
+from helpers.server_rig import rig, send_raw
 
 TOKEN = "raw-requests-token-0123456789abcdef"
 AUTH = (b"authorization", b"Bearer " + TOKEN.encode())
@@ -30,24 +29,7 @@ async def _send(
     app: Any, method: str, path: str, query: bytes, headers: list[tuple[bytes, bytes]], body: bytes
 ) -> tuple[int, dict[str, Any]]:
     """One request straight into the ASGI app (no client library to clean it first)."""
-    sent: list[dict[str, Any]] = []
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if delivered:
-            await anyio.sleep_forever()
-        delivered = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = http_scope(method, path, [AUTH, *headers], query)
-    with anyio.fail_after(10):
-        await app(scope, receive, send)
-    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-    raw = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    status, _, raw = await send_raw(app, method, path, query, [AUTH, *headers], body)
     return status, json.loads(raw)
 
 

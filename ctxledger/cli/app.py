@@ -41,8 +41,9 @@ from ctxledger.eventstore.opening import (
     open_for_reading,
     open_store,
     require_ledger_file,
+    target_text,
 )
-from ctxledger.inputfile import shown_path
+from ctxledger.inputfile import path_text, shown_path
 from ctxledger.integers import MAX_DIGITS, all_digits, ascii_int, quoted_short
 from ctxledger.ledger.facade import Ledger
 from ctxledger.limits import MIN_CONTEXT_LENGTH
@@ -263,8 +264,11 @@ class FilePath(click.Path):
         if isinstance(value, str | bytes) and not value:  # ("" was ".": "cannot write .")
             dash = " (or - for stdin)" if self.allow_dash and self.readable else ""
             self.fail(f"the path is empty: give a file's path{dash}", param, ctx)
-        try:
+        try:  # (a NUL was os.stat's ValueError: a traceback)
+            path_text(value, "the path")  # (quoted as the ledger paths are: shown)
             return super().convert(value, param, ctx)
+        except InvalidInput as exc:
+            self.fail(str(exc), param, ctx)
         except click.BadParameter as exc:
             text = os.fsdecode(value) if isinstance(value, str | bytes) else str(value)
             shown = shown_path(text)  # (click quotes the name with repr: cut that form too)
@@ -285,8 +289,10 @@ class LedgerTargetType(click.ParamType[str, Any]):
         text = str(value)
         if not text.strip():
             self.fail("the ledger path is empty: give a SQLite file path or a postgresql:// URL")
-        # every command sees the file it opens ("~/x.db" from $CTXLEDGER_DB or a quoted --db)
-        return os.path.expanduser(text) if text.startswith("~") else text
+        try:  # checked, then "~/x.db" expanded: "~\x00" was expanduser's ValueError traceback
+            return target_text(text)
+        except InvalidInput as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class SecondsType(click.ParamType[float, Any]):

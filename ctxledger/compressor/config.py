@@ -509,8 +509,9 @@ def setting_from_text(key: str, raw: str, where: str) -> Any:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The flat settings of a TOML file (unknown keys, bad TOML, a missing file: InvalidConfig)."""
-    return _read_toml(Path(path))
+    """The flat settings of a TOML file (unknown keys, bad TOML, a missing file, a name
+    holding a NUL: InvalidConfig)."""
+    return _read_toml(Path(path_text(path, "the config file", InvalidConfig)))
 
 
 def build_config(
@@ -570,10 +571,8 @@ def load_config(
     finds one (``$CTXLEDGER_CONFIG``, ``./ctxledger.toml``, the user config directory)
     and says where every value came from.
     """
-    if path is not None:  # (a number, a NUL: Python's own errors, not InvalidConfig)
-        path = path_text(path, "the config file", InvalidConfig)
-    data: dict[str, Any] = _read_toml(Path(path)) if path is not None else {}
-    source = shown_path(path) if path is not None else "defaults"
+    data = read_config_file(path) if path is not None else {}  # (a NUL: InvalidConfig)
+    source = shown_path(os.fsdecode(path)) if path is not None else "defaults"
     overridden = env_settings(env)
     for name, (_, value) in overridden.items():
         data[name] = value

@@ -15,6 +15,7 @@ turn fields stay on the message; extra record fields go to the session extras.
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -98,8 +99,13 @@ def _decode_object(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+#: how many calls of the assistant turns so far hold each id (kept as calls are added and
+#: renamed: reading every message again for each tool response was quadratic)
+_Issued = collections.Counter[str]
+
+
 def _gpt_turn(
-    b: SessionBuilder, value: str, extras: dict[str, Any], i: int, origin: Origin
+    b: SessionBuilder, value: str, extras: dict[str, Any], i: int, origin: Origin, issued: _Issued
 ) -> _Pending:
     think = THINK_RE.match(value)
     rest = value[think.end() :] if think else value
@@ -133,7 +139,18 @@ def _gpt_turn(
     if think:
         msg["reasoning_content"] = think.group(1).strip()
     b.add(msg, origin)
+    _issue(issued, msg.get("tool_calls"))
     return pending
+
+
+def _issue(issued: _Issued, calls: Any) -> None:
+    """Count the ids of an assistant turn's `calls`. A turn's other fields are kept as
+    they came (a ``tool_calls`` of text too): one of another shape issues nothing, the
+    message check at the end names it."""
+    if isinstance(calls, list):
+        issued.update(
+            c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)
+        )
 
 
 def _without(text: str, found: list[tuple[int, int, str]]) -> str:
@@ -175,12 +192,14 @@ def _responses(value: str) -> list[_Response]:
     return out
 
 
-def _issued(b: SessionBuilder) -> set[str]:
-    return {c["id"] for m in b.messages for c in m.get("tool_calls") or ()}
-
-
 def _tool_turn(
-    b: SessionBuilder, value: str, extras: dict[str, Any], pending: _Pending, i: int, origin: Origin
+    b: SessionBuilder,
+    value: str,
+    extras: dict[str, Any],
+    pending: _Pending,
+    i: int,
+    origin: Origin,
+    issued: _Issued,
 ) -> None:
     for call_id, name, content, rest, structured in _responses(value):
         pair = pending.take(call_id, name)
@@ -190,7 +209,9 @@ def _tool_turn(
             )
         call, synthesized = pair
         if call_id is not None and call["id"] != call_id:
-            if synthesized and call_id not in _issued(b):
+            if synthesized and not issued[call_id]:
+                issued[call["id"]] -= 1
+                issued[call_id] += 1
                 call["id"] = call_id  # the response knows the real id the call lacked
             else:
                 b.warn("tool responses whose tool_call_id matched no call were paired by position")
@@ -211,7 +232,7 @@ def add_turns(
     """Convert ShareGPT turns into `b` (first system turn -> system prompt)."""
     if not isinstance(turns, list):
         raise b.src.error(f"'conversations' must be a list of turns, got {type_name(turns)}", where)
-    pending = _Pending()
+    pending, issued = _Pending(), _Issued()
     for i, turn in enumerate(turns):
         origin = origin_of(i)
         if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
@@ -233,9 +254,9 @@ def add_turns(
         elif role in ("system", "user"):
             b.add({**extras, "role": role, "content": value}, origin)
         elif role == "assistant":
-            pending = _gpt_turn(b, value, extras, i, origin)
+            pending = _gpt_turn(b, value, extras, i, origin, issued)
         else:
-            _tool_turn(b, value, extras, pending, i, origin)
+            _tool_turn(b, value, extras, pending, i, origin, issued)
 
 
 def turns_to_messages(

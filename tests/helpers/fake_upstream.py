@@ -17,6 +17,9 @@ from a script, one per request, else ``default``:
   error as a ``response.failed`` event (how the API may report an overflow in a
   stream); without ``stream``, a 400 JSON error.
 
+A body that is not JSON is answered a 400 JSON error, as a provider would (not recorded,
+no script step taken).
+
 ``delay`` (seconds) makes every answer wait (to overlap requests), ``event_delay``
 pauses between the events of a stream; ``in_flight`` and
 ``max_in_flight`` count concurrent requests.
@@ -178,10 +181,16 @@ class FakeUpstream:
             await serve_lifespan(receive, send)
             return
         body = await request_body(receive)
+        try:
+            sent = json.loads(body or b"{}")
+        except ValueError:  # (a provider's 400: a 500 with no body hid the proxy's own)
+            error = {"error": {"message": "the fake upstream: the body is not JSON"}}
+            await _respond(send, 400, "application/json", json.dumps(error).encode())
+            return
         seen = Seen(
             scope["path"],
             {k.decode().lower(): v.decode() for k, v in scope["headers"]},
-            json.loads(body or b"{}"),
+            sent,
             tuple(scope["client"]) if scope.get("client") else None,
         )
         self.requests.append(seen)

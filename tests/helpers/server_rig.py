@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
 import httpx
 import httpx2
 import openai
@@ -24,6 +25,7 @@ from ctxledger import CompressionConfig, ContextService
 from ctxledger.events import SessionSwitched
 from ctxledger.server import create_app
 from ctxledger.server.state import ServerState
+from helpers.asgi import http_scope
 from helpers.fake_upstream import FakeUpstream
 
 
@@ -109,3 +111,35 @@ def switches(r: Rig) -> list[SessionSwitched]:
         for rec in r.service.ledger.store.read_all()
         if isinstance(rec.event, SessionSwitched)
     ]
+
+
+async def send_raw(
+    app: Any,
+    method: str,
+    path: str,
+    query: bytes,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes,
+    *,
+    timeout: float = 10,
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """One request straight into the ASGI `app` (no client library to clean its bytes
+    first): the status, headers and body answered within `timeout` seconds."""
+    sent: list[dict[str, Any]] = []
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if delivered:
+            await anyio.sleep_forever()
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with anyio.fail_after(timeout):
+        await app(http_scope(method, path, headers, query), receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], list(start.get("headers", ())), body

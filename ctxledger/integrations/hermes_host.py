@@ -414,6 +414,47 @@ def agent_token() -> str:
     return uuid.uuid4().hex[:12]
 
 
+#: a session's view as the engine last took it: its length and last message id
+ViewKey = tuple[int, "str | None"]
+
+
+def view_key(svc: ContextService, session_id: str) -> ViewKey:
+    """The view of `session_id` as a key: another writer's append or withdrawal in that
+    session changes it (a withdrawal takes the view's last ids, ids are never reused)."""
+    live = svc.ledger.transcript.session(session_id).live
+    return len(live), (live[-1] if live else None)
+
+
+def moved(svc: ContextService, root: str, seen: str | None, key: ViewKey | None) -> bool:
+    """Whether the host's view (`seen`'s, as taken at `key`) is no longer the chain's:
+    another writer moved the tip (``ctxledger compress`` / ``undo``, a model switch's
+    preflight) or wrote into `seen` itself (a Python caller's ``append``, with or without
+    ``withdraw=``; session 45: that was not followed, the host's list and the ledger's
+    view parting silently)."""
+    return seen is not None and (svc.tip(root) != seen or view_key(svc, seen) != key)
+
+
+def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
+    """`messages` (a view handed to Hermes) as Hermes will hold them: its agent repairs
+    its list in place before each model call (``repair_message_sequence``: adjacent user
+    messages merged into one, a tool result without its call dropped) and hands the
+    repaired list back at its next hand-over. A view another writer made may need it
+    (a script's user note, then Hermes's next ask): kept as the ledger holds it, the
+    engine read the repaired list as another conversation and started a new root with
+    the whole history (session 45). A copy; the list itself without that function (an
+    older Hermes) or when it fails."""
+    try:
+        from agent.agent_runtime_helpers import repair_message_sequence
+    except ImportError:
+        return messages
+    repaired = copy.deepcopy(messages)
+    try:
+        repair_message_sequence(None, repaired)  # (its agent argument is not read)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return messages
+    return repaired
+
+
 def measured(value: Any) -> int | None:
     """The request size Hermes passed with ``compress`` (``current_tokens``), when it is a
     count the ledger takes (else None: the ledger's own estimate stands in)."""

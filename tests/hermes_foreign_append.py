@@ -1,0 +1,76 @@
+"""A Python caller writes into the ledger session a real Hermes Agent's ctxledger engine
+holds (session 45): ``append(withdraw=…)`` takes Hermes's last reply out of the view
+and adds a note, or a plain ``append`` adds the note. Hermes takes the ledger's view at
+its next check, before its next model call, as after ``ctxledger compress`` from a
+shell; before, the engine went on appending Hermes's list after the caller's messages,
+and Hermes went on sending its own list (the withdrawn reply, no note), the ledger's
+view and what it sent parting silently.
+
+Run by ``tests/test_integration_hermes_foreign_append.py`` with the python of
+``.venv-hermes``:
+
+    .venv-hermes/bin/python tests/hermes_foreign_append.py WORKDIR withdraw|append
+
+Hermes (the fake upstream of ``hermes_scenario.py``) runs two turns and hands its list
+over (``on_session_end``, as its CLI does after a compaction); the caller writes; Hermes
+runs two more turns and hands its list over again. ``WORKDIR/foreign.json`` holds every
+chat request with its turn, the ids and the ledger's path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hermes_scenario import REQUESTS, fake_agent, hermes_home, serve
+
+from ctxledger import ContextService
+
+NOTE = "A note from a script: the last answer was withdrawn, review part 1 again."
+
+
+async def _write(db: Path, root: str, withdraw: bool) -> dict[str, Any]:
+    """The caller's write, through its own service on the same ledger file."""
+    svc = ContextService.open(db)
+    try:
+        tip = svc.tip(root)
+        last = svc.ledger.transcript.live_ids(tip)[-1]
+        (message,) = svc.ledger.transcript.messages_of([last])
+        ids = [last] if withdraw else []
+        await svc.append(tip, [{"role": "user", "content": NOTE}], withdraw=ids)
+        return {"tip": tip, "last": last, "last_content": message.get("content")}
+    finally:
+        await svc.aclose()
+
+
+def main() -> None:
+    workdir, mode = Path(sys.argv[1]), sys.argv[2]
+    home = hermes_home(workdir)
+    db = home / "ctxledger.ledger.db"
+    agent = fake_agent(serve())
+    engine = agent.context_compressor
+    history: list[dict[str, Any]] = []
+    turns: list[int] = []
+    wrote: dict[str, Any] = {}
+    for turn in range(4):
+        if turn == 2:
+            engine.on_session_end(agent.session_id, history)
+            wrote = asyncio.run(_write(db, str(engine._root), mode == "withdraw"))
+        before = len(REQUESTS)
+        result = agent.run_conversation(
+            f"Turn {turn}: review part {turn} of the alpha module.",
+            conversation_history=history or None,
+        )
+        history = result["messages"]
+        turns += [turn] * (len(REQUESTS) - before)
+    engine.on_session_end(agent.session_id, history)
+    out = {"db": str(db), "root": engine._root, "requests": REQUESTS, "turns": turns}
+    out |= {"wrote": wrote, "history": history, "count": engine.compression_count}
+    (workdir / "foreign.json").write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""A Python caller's ``append`` into the session a real Hermes Agent's engine holds, with
+``withdraw=`` (Hermes's last reply taken out, a note added) and without (the note
+added): Hermes takes the ledger's view before its next model call, as after a shell's
+``ctxledger compress``; the ledger keeps one root, and its view holds what Hermes went on
+with (``tests/hermes_foreign_append.py`` under ``.venv-hermes``; session 45). Before,
+Hermes went on sending its own list (the withdrawn reply, no note) while the engine
+appended it after the caller's messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers.hermes_run import script_ledger
+
+from ctxledger import Ledger
+from ctxledger.events import ReplyWithdrawn, SessionStarted
+
+NOTE = "A note from a script: the last answer was withdrawn, review part 1 again."
+WITHDRAWN = "Done with step 2: the alpha module is reviewed."
+
+
+@pytest.fixture(scope="module", params=["withdraw", "append"])
+def run(tmp_path_factory: Any, request: Any) -> Any:
+    name, mode = "hermes_foreign_append.py", request.param
+    for result, ledger in script_ledger(tmp_path_factory, name, "foreign.json", mode, timeout=600):
+        yield mode, result, ledger
+
+
+def _as_hermes_holds(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Role and content of each message, adjacent user texts joined as Hermes joins them
+    before a model call."""
+    out: list[tuple[Any, ...]] = []
+    for m in messages:
+        if out and m["role"] == out[-1][0] == "user":
+            out[-1] = ("user", f"{out[-1][1]}\n\n{m['content']}")
+        else:
+            out.append((m["role"], m.get("content") or ""))
+    return out
+
+
+def test_hermes_goes_on_from_the_callers_view(run: tuple[str, dict[str, Any], Ledger]) -> None:
+    mode, result, ledger = run
+    assert result["wrote"]["last_content"] == WITHDRAWN  # Hermes's last reply, handed over
+    events = [r.event for r in ledger.store.read_all()]
+    assert sum(isinstance(e, SessionStarted) for e in events) == 1  # one root, no copy
+    withdrawals = [e for e in events if isinstance(e, ReplyWithdrawn)]
+    later = [
+        " ".join(str(m.get("content")) for m in request["messages"])
+        for request, turn in zip(result["requests"], result["turns"], strict=True)
+        if turn >= 2
+    ]
+    assert later and all(NOTE in sent for sent in later)  # the caller's note went upstream
+    if mode == "withdraw":
+        assert [e.message_ids for e in withdrawals] == [[result["wrote"]["last"]]]
+        assert not any(WITHDRAWN in sent for sent in later)
+    else:
+        assert withdrawals == [] and all(WITHDRAWN in sent for sent in later)
+    view = ledger.api_messages(ledger.tip(result["root"]))
+    held = [m for m in result["history"] if m["role"] != "system"]
+    assert _as_hermes_holds([m for m in view if m["role"] != "system"]) == _as_hermes_holds(held)

@@ -435,24 +435,26 @@ def moved(svc: ContextService, root: str, seen: str | None, key: ViewKey | None)
 
 
 def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
-    """`messages` (a view handed to Hermes) as Hermes will hold them: its agent repairs
-    its list in place before each model call (``repair_message_sequence``: adjacent user
-    messages merged into one, a tool result without its call dropped) and hands the
-    repaired list back at its next hand-over. A view another writer made may need it
-    (a script's user note, then Hermes's next ask): kept as the ledger holds it, the
-    engine read the repaired list as another conversation and started a new root with
-    the whole history (session 45). A copy; the list itself without that function (an
-    older Hermes) or when it fails."""
-    try:
-        from agent.agent_runtime_helpers import repair_message_sequence
-    except ImportError:
-        return messages
-    repaired = copy.deepcopy(messages)
-    try:
-        repair_message_sequence(None, repaired)  # (its agent argument is not read)
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return messages
-    return repaired
+    """`messages` (a view handed to Hermes) as Hermes will hold them: before each model
+    call its agent merges adjacent user messages whose contents are both text into one
+    (joined by a blank line) in its own list, and hands that list back at its next
+    hand-over. A view another writer made may hold such a pair (a script's user note,
+    then Hermes's next ask): handed as the ledger holds it, the engine read Hermes's
+    merged list as another conversation and started a new root with the whole history
+    (session 45). Merged copies; every other message as it is."""
+    held: list[JSON] = []
+    for message in messages:
+        last = held[-1] if held else None
+        if (
+            last is not None
+            and message.get("role") == last.get("role") == "user"
+            and isinstance(text := message.get("content"), str)
+            and isinstance(before := last.get("content"), str)
+        ):
+            held[-1] = {**last, "content": "\n\n".join(t for t in (before, text) if t)}
+        else:
+            held.append(message)
+    return held
 
 
 def measured(value: Any) -> int | None:

@@ -26,7 +26,7 @@ from agents import (
 from helpers.agents_runs import run_turn
 from helpers.chat_stream import sse_events
 from helpers.fake_upstream import Raw, Say, raw_responses_stream
-from helpers.server_rig import rig
+from helpers.server_rig import Rig, rig
 
 from ctxledger.events import SessionStarted
 
@@ -83,17 +83,22 @@ def _outputs(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {i["call_id"]: i["output"] for i in items if i.get("type") == "function_call_output"}
 
 
+async def _two_runs(r: Rig, calls: Raw, model_class: Any, streamed: bool) -> None:
+    """Two runs of an agent holding `look` through the proxy: `calls` answers the first
+    request, then a text each (one session, ``X-Ctxledger-Session: shapes``)."""
+    r.upstream.queue(calls, Say("Both parts seen."), Say("Again."))
+    client = r.openai(**{"X-Ctxledger-Session": "shapes"})
+    model = model_class(model="gpt-4.1", openai_client=client)
+    agent = Agent(name="a", instructions="Be brief.", tools=[look], model=model)
+    session = SQLiteSession("s")
+    assert await run_turn(agent, "Look at both parts.", session, streamed) == "Both parts seen."
+    assert await run_turn(agent, "And now?", session, streamed) == "Again."
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_parallel_calls_with_content_part_outputs(tmp_path: Path, streamed: bool) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(_two_calls(streamed), Say("Both parts seen."), Say("Again."))
-        client = r.openai(**{"X-Ctxledger-Session": "shapes"})
-        model = OpenAIResponsesModel(model="gpt-4.1", openai_client=client)
-        agent = Agent(name="a", instructions="Be brief.", tools=[look], model=model)
-        session = SQLiteSession("s")
-        assert await run_turn(agent, "Look at both parts.", session, streamed) == "Both parts seen."
-        assert await run_turn(agent, "And now?", session, streamed) == "Again."
-
+        await _two_runs(r, _two_calls(streamed), OpenAIResponsesModel, streamed)
         _, second, third = r.upstream.requests
         sent = _outputs(second.items)
         assert set(sent) == {"call_left", "call_right"}
@@ -155,14 +160,7 @@ def _interleaved_calls(streamed: bool) -> Raw:
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_interleaved_parallel_calls_on_the_chat_face(tmp_path: Path, streamed: bool) -> None:
     async with rig(tmp_path) as r:
-        r.upstream.queue(_interleaved_calls(streamed), Say("Both parts seen."), Say("Again."))
-        client = r.openai(**{"X-Ctxledger-Session": "chat-shapes"})
-        model = OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client)
-        agent = Agent(name="a", instructions="Be brief.", tools=[look], model=model)
-        session = SQLiteSession("s")
-        assert await run_turn(agent, "Look at both parts.", session, streamed) == "Both parts seen."
-        assert await run_turn(agent, "And now?", session, streamed) == "Again."
-
+        await _two_runs(r, _interleaved_calls(streamed), OpenAIChatCompletionsModel, streamed)
         _, second, third = r.upstream.requests
         (asked,) = [m for m in second.messages if m.get("tool_calls")]
         assert [c["id"] for c in asked["tool_calls"]] == ["call_left", "call_right"]

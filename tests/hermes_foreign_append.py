@@ -25,11 +25,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agent.agent_runtime_helpers import repair_message_sequence
 from hermes_scenario import REQUESTS, fake_agent, hermes_home, serve
 
-from ctxledger import ContextService
+from ctxledger import ContextService, Ledger
 
 NOTE = "A note from a script: the last answer was withdrawn, review part 1 again."
+#: the note's ``api_content`` sidecar (as a Hermes with a memory provider stamps its user
+#: turns): merged with Hermes's next ask, it must be dropped, not sent for the merge
+SIDECAR = NOTE + " [as sent with memory]"
 
 
 async def _write(db: Path, root: str, withdraw: bool) -> dict[str, Any]:
@@ -40,10 +44,23 @@ async def _write(db: Path, root: str, withdraw: bool) -> dict[str, Any]:
         last = svc.ledger.transcript.live_ids(tip)[-1]
         (message,) = svc.ledger.transcript.messages_of([last])
         ids = [last] if withdraw else []
-        await svc.append(tip, [{"role": "user", "content": NOTE}], withdraw=ids)
+        note = {"role": "user", "content": NOTE, "api_content": SIDECAR}
+        await svc.append(tip, [note], withdraw=ids)
         return {"tip": tip, "last": last, "last_content": message.get("content")}
     finally:
         await svc.aclose()
+
+
+def _repaired_view(db: Path, root: str) -> list[dict[str, Any]]:
+    """The ledger's final view (no system prompt) as Hermes's own repair leaves it: the
+    oracle for the list Hermes holds."""
+    ledger = Ledger.open(db)
+    try:
+        view = [m for m in ledger.api_messages(ledger.tip(root)) if m["role"] != "system"]
+    finally:
+        ledger.close()
+    repair_message_sequence(None, view)
+    return view
 
 
 def main() -> None:
@@ -69,6 +86,7 @@ def main() -> None:
     engine.on_session_end(agent.session_id, history)
     out = {"db": str(db), "root": engine._root, "requests": REQUESTS, "turns": turns}
     out |= {"wrote": wrote, "history": history, "count": engine.compression_count}
+    out["repaired"] = _repaired_view(db, str(engine._root))
     (workdir / "foreign.json").write_text(json.dumps(out))
 
 

@@ -17,6 +17,7 @@ from ctxledger import Ledger
 from ctxledger.events import ReplyWithdrawn, SessionStarted
 
 NOTE = "A note from a script: the last answer was withdrawn, review part 1 again."
+SIDECAR = NOTE + " [as sent with memory]"  # (the note's api_content)
 WITHDRAWN = "Done with step 2: the alpha module is reviewed."
 
 
@@ -27,16 +28,8 @@ def run(tmp_path_factory: Any, request: Any) -> Any:
         yield mode, result, ledger
 
 
-def _as_hermes_holds(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """Role and content of each message, adjacent user texts joined as Hermes joins them
-    before a model call."""
-    out: list[tuple[Any, ...]] = []
-    for m in messages:
-        if out and m["role"] == out[-1][0] == "user":
-            out[-1] = ("user", f"{out[-1][1]}\n\n{m['content']}")
-        else:
-            out.append((m["role"], m.get("content") or ""))
-    return out
+def _said(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(m["role"], m.get("content") or "") for m in messages]
 
 
 def test_hermes_goes_on_from_the_callers_view(run: tuple[str, dict[str, Any], Ledger]) -> None:
@@ -45,17 +38,22 @@ def test_hermes_goes_on_from_the_callers_view(run: tuple[str, dict[str, Any], Le
     events = [r.event for r in ledger.store.read_all()]
     assert sum(isinstance(e, SessionStarted) for e in events) == 1  # one root, no copy
     withdrawals = [e for e in events if isinstance(e, ReplyWithdrawn)]
-    later = [
-        " ".join(str(m.get("content")) for m in request["messages"])
+    sent_in = [
+        (turn, " ".join(str(m.get("content")) for m in request["messages"]))
         for request, turn in zip(result["requests"], result["turns"], strict=True)
-        if turn >= 2
     ]
+    later = [sent for turn, sent in sent_in if turn >= 2]
     assert later and all(NOTE in sent for sent in later)  # the caller's note went upstream
     if mode == "withdraw":
         assert [e.message_ids for e in withdrawals] == [[result["wrote"]["last"]]]
         assert not any(WITHDRAWN in sent for sent in later)
     else:
         assert withdrawals == [] and all(WITHDRAWN in sent for sent in later)
-    view = ledger.api_messages(ledger.tip(result["root"]))
+    # the note and Hermes's next ask went up merged, the note's sidecar dropped with it
+    turn2 = [sent for turn, sent in sent_in if turn == 2]
+    assert turn2 and all("Turn 2: review part 2" in sent for sent in turn2)
+    assert not any(SIDECAR in sent for sent in later)
+    # the ledger's view, repaired by Hermes's own repair_message_sequence (in the
+    # script), is the list Hermes held
     held = [m for m in result["history"] if m["role"] != "system"]
-    assert _as_hermes_holds([m for m in view if m["role"] != "system"]) == _as_hermes_holds(held)
+    assert _said(result["repaired"]) == _said(held)

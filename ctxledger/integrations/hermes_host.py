@@ -441,17 +441,22 @@ def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
     hand-over. A view another writer made may hold such a pair (a script's user note,
     then Hermes's next ask): handed as the ledger holds it, the engine read Hermes's
     merged list as another conversation and started a new root with the whole history
-    (session 45). Merged copies; every other message as it is."""
+    (session 45). Merged copies, without ``api_content`` (the bytes Hermes sent for the
+    first message alone: Hermes drops it from a merged one, else it would send that stale
+    text in place of the merged); a missing content reads as empty, as Hermes reads it.
+    Every other message as it is."""
     held: list[JSON] = []
     for message in messages:
         last = held[-1] if held else None
         if (
             last is not None
             and message.get("role") == last.get("role") == "user"
-            and isinstance(text := message.get("content"), str)
-            and isinstance(before := last.get("content"), str)
+            and isinstance(text := message.get("content", ""), str)
+            and isinstance(before := last.get("content", ""), str)
         ):
-            held[-1] = {**last, "content": "\n\n".join(t for t in (before, text) if t)}
+            merged = {k: v for k, v in last.items() if k != "api_content"}
+            merged["content"] = "\n\n".join(t for t in (before, text) if t)
+            held[-1] = merged
         else:
             held.append(message)
     return held
@@ -497,21 +502,25 @@ async def resumed_chain(
     the messages the ledger holds of it (a host's list shorter than the view, the
     gateway's ``/compress here`` on a temporary agent, is a strict prefix of them: a
     branch follows) and its compaction count; the tip takes the agent's model and window
-    if they changed meanwhile (:func:`follow_model`)."""
+    if they changed meanwhile (:func:`follow_model`). The view is read as Hermes held it
+    when the engine handed it back (:func:`as_hermes_holds`: another writer's user note
+    merged with Hermes's next ask; compared as recorded, such a chain was not found and
+    the resume recorded the whole history again under a new root), else as recorded."""
     svc.ledger.refresh()
     for lineage in chains_titled(svc.ledger.chains, titles):
         tip = svc.tip(lineage.session_id)
         if svc.ledger.transcript.session(tip).ended:
             continue
-        view = live_messages(svc, tip)
-        if (
-            view
-            and messages
-            and all(said(a) == said(b) for a, b in zip(view, messages, strict=False))
-        ):
-            known = copy.deepcopy(messages[: len(view)] + view[len(messages) :])
-            count = await follow_model(svc, tip, model, context_length)
-            return lineage.session_id, known, count
+        recorded = live_messages(svc, tip)
+        for view in (as_hermes_holds(recorded), recorded):
+            if (
+                view
+                and messages
+                and all(said(a) == said(b) for a, b in zip(view, messages, strict=False))
+            ):
+                known = copy.deepcopy(messages[: len(view)] + view[len(messages) :])
+                count = await follow_model(svc, tip, model, context_length)
+                return lineage.session_id, known, count
     return None
 
 

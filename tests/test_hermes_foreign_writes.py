@@ -89,3 +89,31 @@ def test_holding_keeps_every_text_and_leaves_no_user_pair(messages: list[dict[st
         t for w in words for t in w.split("\n\n") if t
     ]
     assert hermes_host.as_hermes_holds(held) == held
+
+
+@pytest.mark.anyio
+async def test_a_resume_finds_a_chain_holding_a_merged_note(svc: ContextService) -> None:
+    """A resumed Hermes (``hermes --resume``, the gateway after an eviction) holds the
+    merged form of a view with another writer's note: the chain is still its own."""
+    titles = {hermes_host.title("H1")}
+    sid = await svc.start_session(model="m", context_length=64_000, title=hermes_host.title("H1"))
+    await svc.append(
+        sid, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    )
+    await svc.append(sid, [{"role": "user", "content": "a note"}])  # (another writer)
+    await svc.append(sid, [{"role": "user", "content": "ask 2"}])  # (Hermes's, synced)
+    merged = {"role": "user", "content": "a note\n\nask 2"}
+    hermes_list = [
+        *hermes_host.as_hermes_holds(_view(svc, sid)),
+        {"role": "assistant", "content": "2"},
+    ]
+    assert hermes_list[2] == merged
+    found = await hermes_host.resumed_chain(svc, hermes_list, titles, "m", 64_000)
+    assert found is not None and found[0] == sid and found[1] == hermes_list[:3]
+    # (a list as recorded, the note not merged, is found too)
+    found = await hermes_host.resumed_chain(svc, _view(svc, sid), titles, "m", 64_000)
+    assert found is not None and found[0] == sid and len(found[1]) == 4
+
+
+def _view(svc: ContextService, sid: str) -> list[dict[str, Any]]:
+    return hermes_host.unmarked(svc.ledger.transcript.live_messages(sid))

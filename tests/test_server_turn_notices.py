@@ -161,3 +161,36 @@ def test_a_long_notice_is_cut_between_escapes() -> None:
 
 def test_a_lone_surrogate_is_written_out() -> None:
     assert notice_value("bad \udcff byte") == b"bad \\udcff byte"
+
+
+@pytest.fixture
+def logging_restored() -> Any:
+    names = ["ctxledger", "uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi"]
+    kept = [
+        (lg, lg.handlers[:], lg.level, lg.propagate, lg.disabled)
+        for lg in map(logging.getLogger, names)
+    ]
+    yield
+    for lg, handlers, level, propagate, disabled in kept:
+        lg.handlers[:], lg.level, lg.propagate, lg.disabled = handlers, level, propagate, disabled
+
+
+@pytest.mark.parametrize(("level", "shown"), [("info", True), ("warning", False)])
+def test_serve_shows_a_notice_at_its_log_level(
+    logging_restored: None, capsys: pytest.CaptureFixture[str], level: str, shown: bool
+) -> None:
+    """``serve`` sets up the ``ctxledger`` loggers with uvicorn's (a notice was logged
+    to no handler before: not shown under ``--log-level info``)."""
+    import uvicorn
+
+    from ctxledger.cli.serve import APP_FACTORY, log_config
+
+    config = uvicorn.Config(
+        APP_FACTORY, factory=True, log_level=level, log_config=log_config(level)
+    )
+    config.configure_logging()
+    TurnNotices().add("s1", "the client went on without reply m-1")
+    logging.getLogger("ctxledger.server").warning("a warning")
+    err = capsys.readouterr().err
+    assert ("session s1: the client went on without reply m-1" in err) is shown
+    assert "a warning" in err

@@ -86,6 +86,35 @@ async def test_a_repeat_on_the_responses_face_is_told(tmp_path: Path, stream: bo
         assert _notices(again) == ["session rep already answered this history"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_upstreams_own_ctxledger_headers_are_not_passed_on(
+    tmp_path: Path, stream: bool
+) -> None:
+    """Only the proxy speaks in ``x-ctxledger-*`` headers: an upstream's (another proxy in
+    front of the model, a hostile one) are dropped, on answers and forwarded errors."""
+    forged = [
+        (b"x-ctxledger-notice", b"forged by the upstream"),
+        (b"X-Ctxledger-Session", b"other"),
+        (b"x-upstream-own", b"kept"),
+    ]
+    async with rig(tmp_path) as r:
+        r.upstream.extra_headers = forged
+        r.upstream.queue(Say("Hello."), Say("Hello again."), Error(429, {"error": {}}))
+        body = {"model": "gpt-4.1", "instructions": SYSTEM, "input": "hi", "stream": stream}
+        headers = {"X-Ctxledger-Session": "fg"}
+        first = await r.http.post("/v1/responses", json=body, headers=headers)
+        again = await r.http.post("/v1/responses", json=body, headers=headers)
+        error = await r.http.post("/v1/responses", json={**body, "input": "b"}, headers=headers)
+        assert [first.status_code, again.status_code, error.status_code] == [200, 200, 429]
+        assert _notices(first) == []
+        assert _notices(again) == ["session fg already answered this history"]
+        assert _notices(error)[0].startswith("history diverges")  # (input "b": a branch)
+        for answer in (first, again, error):
+            assert not any("forged" in told for told in _notices(answer))
+            assert answer.headers["x-upstream-own"] == "kept"
+            assert "x-ctxledger-session" not in answer.headers
+
+
 async def test_overflow_retries_are_told_on_the_forwarded_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ctxledger.server.notices import (
     MAX_NOTICE_BYTES,
-    MAX_NOTICE_HEADERS,
+    MAX_NOTICES_BYTES,
     NOTICE_HEADER,
     TurnNotices,
     notice_value,
@@ -147,15 +147,32 @@ async def test_overflow_retries_are_told_on_the_forwarded_error(
         assert caplog.text.count("; retrying") == len(retries)
 
 
-def test_many_notices_end_with_how_many_more() -> None:
+def _header_bytes(headers: list[tuple[bytes, bytes]]) -> int:
+    return sum(len(name) + len(value) + 4 for name, value in headers)
+
+
+@pytest.mark.parametrize(("count", "size"), [(40, 10), (9, 500), (5, 400), (3, 600), (1, 900)])
+def test_many_notices_end_with_how_many_more(count: int, size: int) -> None:
+    """The notice headers stay within one budget (not 8 of 512 bytes: a proxy in front
+    must not overflow); the last one sent says how many more the log holds."""
+    texts = [f"notice {i} " + "x" * size for i in range(count)]
     notices = TurnNotices()
-    notices.add("s", *[f"notice {i}" for i in range(20)])
+    notices.add("s", *texts)
     headers = notices.headers()
-    assert len(headers) == MAX_NOTICE_HEADERS
+    assert _header_bytes(headers) <= MAX_NOTICES_BYTES
     values = read_notice_headers(v.decode("ascii") for _, v in headers)
-    assert values[:-1] == [f"notice {i}" for i in range(MAX_NOTICE_HEADERS - 1)]
-    assert values[-1] == f"{20 - MAX_NOTICE_HEADERS + 1} more notices (the server's log)"
-    assert notices.said == [f"notice {i}" for i in range(20)]  # (the log has them all)
+    assert notices.said == texts  # (the log has them all)
+    told = [v for v in values if v.startswith("notice")]
+    assert all(v == t or v.endswith("...") for v, t in zip(told, texts, strict=False))
+    if len(told) == count:
+        assert len(values) == count
+    else:
+        more = count - len(told)
+        assert values == [
+            *told,
+            f"{more} more {'notice' if more == 1 else 'notices'} (the server's log)",
+        ]
+    assert len(told) >= min(count, MAX_NOTICES_BYTES // (min(size, MAX_NOTICE_BYTES) + 40) - 1)
 
 
 def test_a_notice_from_outside_is_logged_as_plain_text(caplog: pytest.LogCaptureFixture) -> None:
@@ -186,6 +203,20 @@ def test_a_long_notice_is_cut_between_escapes() -> None:
         assert len(value) <= MAX_NOTICE_BYTES and value.endswith(b"...")
         body = value[:-3].decode("ascii")
         assert read_notice_headers([body]) == ["x" * pad + "é" * ((len(body) - pad) // 6)]
+
+
+@pytest.mark.parametrize("size", [509, 510, 511, 512, 513])
+@pytest.mark.parametrize(("before", "after"), [(" ", " "), (" ", ""), ("", " "), ("", "")])
+def test_edge_spaces_count_once_encoded(size: int, before: str, after: str) -> None:
+    """An edge space is encoded ("%20") before the value is measured: never more than
+    :data:`MAX_NOTICE_BYTES` (the review found 515)."""
+    text = before + "a" * (size - len(before) - len(after)) + after
+    value = notice_value(text)
+    assert len(value) <= MAX_NOTICE_BYTES and value[:1] != b" " and value[-1:] != b" "
+    whole = len(text) + 2 * (len(before) + len(after)) <= MAX_NOTICE_BYTES
+    assert (
+        read_notice_headers([value.decode("ascii")]) == [text] if whole else value.endswith(b"...")
+    )
 
 
 def test_a_lone_surrogate_is_written_out() -> None:

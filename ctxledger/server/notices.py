@@ -7,8 +7,10 @@ A notice is a sentence the proxy wrote (a history already answered, a reply the 
 went on without and its withdrawal, a branch, a compaction, an overflow retry). Its
 header value is ASCII: every byte of its UTF-8 outside printable ASCII, and ``%`` and
 ``,``, is percent-encoded, so a client that joins repeated headers with ``", "`` (as
-HTTP allows) still splits them apart (:func:`read_notice_headers`). At most
-:data:`MAX_NOTICE_HEADERS` are sent, each cut to :data:`MAX_NOTICE_BYTES`; the log
+HTTP allows) still splits them apart (:func:`read_notice_headers`). Each value is cut
+to :data:`MAX_NOTICE_BYTES`, and the notice headers together take at most
+:data:`MAX_NOTICES_BYTES` (a proxy in front, nginx's 4 KB header buffer by default,
+must not overflow): the last one sent then says how many more the log holds; the log
 keeps every notice whole. Headers leave with the response's start: a streamed answer
 carries what was noticed before its first byte; what recording its reply notices later
 (a compaction in the loop) is logged only.
@@ -25,8 +27,8 @@ from starlette.responses import Response
 from ctxledger.integers import inline_id, printable
 
 __all__ = [
+    "MAX_NOTICES_BYTES",
     "MAX_NOTICE_BYTES",
-    "MAX_NOTICE_HEADERS",
     "NOTICE_HEADER",
     "TurnNotices",
     "notice_value",
@@ -36,33 +38,41 @@ __all__ = [
 log = logging.getLogger("ctxledger.server")
 
 NOTICE_HEADER = "x-ctxledger-notice"
-#: the most notice headers one response carries (the last then says how many more)
-MAX_NOTICE_HEADERS = 8
 #: the most bytes one notice header's value holds (a longer one is cut, ending "...")
 MAX_NOTICE_BYTES = 512
+#: the most bytes a response's notice header lines take together (name, ``": "``, value
+#: and line end each; session 45's review: 8 headers of 512 bytes could fill a 4 KB
+#: header buffer of a proxy in front with the upstream's own headers)
+MAX_NOTICES_BYTES = 2048
 #: printable ASCII left as it is: everything but ``%`` (the escape) and ``,`` (the
 #: separator of joined header values)
 _SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "%,")
+_CUT = "..."
 
 
-def notice_value(text: str) -> bytes:
+def notice_value(text: str, limit: int = MAX_NOTICE_BYTES) -> bytes:
     """`text` as one header value: ASCII, percent-encoded (UTF-8) outside printable
-    ASCII and for ``%`` and ``,``, cut between characters to :data:`MAX_NOTICE_BYTES`
-    (ending ``...``). A leading or trailing space is encoded too (a header value's are
-    dropped); a lone surrogate (text that was not UTF-8) is written as its escape."""
-    value = _quoted(text)
-    if len(value) > MAX_NOTICE_BYTES:
-        kept, size = [], len("...") + len("%20")  # (room for an encoded first space)
+    ASCII and for ``%`` and ``,``, and at its edges for a space (a header value's are
+    dropped); cut between characters to `limit` bytes, measured once encoded (ending
+    ``...``). A lone surrogate (text that was not UTF-8) is written as its escape."""
+    value = _edges(_quoted(text))
+    if len(value) > limit:
+        kept, size = [], len(_CUT) + len("%20") - 1  # (room for an encoded first space)
         for piece in map(_quoted, text):
-            if (size := size + len(piece)) > MAX_NOTICE_BYTES:
+            if (size := size + len(piece)) > limit:
                 break
             kept.append(piece)
-        value = "".join(kept) + "..."
+        value = _edges("".join(kept) + _CUT)
+    return value.encode("ascii")
+
+
+def _edges(value: str) -> str:
+    """`value` with a space at either edge encoded."""
     if value[:1] == " ":
         value = "%20" + value[1:]
     if value[-1:] == " ":
         value = value[:-1] + "%20"
-    return value.encode("ascii")
+    return value
 
 
 def _quoted(text: str) -> str:
@@ -90,14 +100,33 @@ class TurnNotices:
             log.info("session %s: %s", inline_id(session_id), printable(text))
 
     def headers(self) -> list[tuple[bytes, bytes]]:
-        """The notice headers, in the order noticed."""
-        said = self.said
-        if len(said) > MAX_NOTICE_HEADERS:
-            more = len(said) - MAX_NOTICE_HEADERS + 1
-            said = [*said[: MAX_NOTICE_HEADERS - 1], f"{more} more notices (the server's log)"]
-        return [(NOTICE_HEADER.encode("ascii"), notice_value(text)) for text in said]
+        """The notice headers, in the order noticed, within :data:`MAX_NOTICES_BYTES`:
+        when the rest does not fit, the last says how many more the log holds (room
+        for that line is kept while more notices wait)."""
+        name = NOTICE_HEADER.encode("ascii")
+        out: list[tuple[bytes, bytes]] = []
+        left = MAX_NOTICES_BYTES
+        for i, text in enumerate(self.said):
+            more = len(self.said) - i - 1
+            value = notice_value(text)
+            reserve = _line(name, _more(more)) if more else 0
+            if _line(name, value) + reserve > left:
+                out.append((name, _more(more + 1)))
+                break
+            out.append((name, value))
+            left -= _line(name, value)
+        return out
 
     def on(self, response: Response) -> Response:
         """`response` with the notice headers added."""
         response.raw_headers.extend(self.headers())
         return response
+
+
+def _more(count: int) -> bytes:
+    return notice_value(f"{count} more {'notice' if count == 1 else 'notices'} (the server's log)")
+
+
+def _line(name: bytes, value: bytes) -> int:
+    """The bytes of a header line: name, ``": "``, value, CRLF."""
+    return len(name) + len(value) + 4

@@ -15,6 +15,7 @@ from helpers.server_rig import ask, rig
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxledger.errors import StoreBusy
 from ctxledger.server.notices import (
     MAX_NOTICE_BYTES,
     MAX_NOTICES_BYTES,
@@ -113,6 +114,34 @@ async def test_an_upstreams_own_ctxledger_headers_are_not_passed_on(
             assert not any("forged" in told for told in _notices(answer))
             assert answer.headers["x-upstream-own"] == "kept"
             assert "x-ctxledger-session" not in answer.headers
+
+
+async def test_a_notice_before_an_error_is_told_on_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn that branched, then met a busy store (its preflight), answers 503 with
+    the branch told: the branch is in the ledger either way."""
+    async with rig(tmp_path) as r:
+        r.upstream.queue(Say("A."))
+        headers = {"X-Ctxledger-Session": "busy"}
+        first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "a"}]
+        await r.http.post("/v1/chat/completions", json=_chat(first, False), headers=headers)
+
+        async def busy(*_: Any, **__: Any) -> Any:
+            raise StoreBusy("the ledger is busy (a lock held too long)")
+
+        monkeypatch.setattr(r.service, "preflight", busy)
+        other = [
+            *first,
+            {"role": "assistant", "content": "not A"},
+            {"role": "user", "content": "b"},
+        ]
+        answer = await r.http.post(
+            "/v1/chat/completions", json=_chat(other, False), headers=headers
+        )
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "store_busy"
+        (told,) = _notices(answer)
+        assert told.startswith("history diverges from the ledger after 1 messages: branched as")
 
 
 async def test_overflow_retries_are_told_on_the_forwarded_error(

@@ -32,6 +32,7 @@ __all__ = [
     "NOTICE_HEADER",
     "TurnNotices",
     "notice_value",
+    "on_error",
     "read_notice_headers",
 ]
 
@@ -48,6 +49,8 @@ MAX_NOTICES_BYTES = 2048
 #: separator of joined header values)
 _SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "%,")
 _CUT = "..."
+#: the attribute of an exception that carries a turn's notices (:meth:`TurnNotices.carried_by`)
+_CARRIED = "ctxledger_notices"
 
 
 def notice_value(text: str, limit: int = MAX_NOTICE_BYTES) -> bytes:
@@ -121,6 +124,18 @@ class TurnNotices:
         """`response` with the notice headers added."""
         response.raw_headers.extend(self.headers())
         return response
+
+    def carried_by(self, exc: BaseException) -> None:
+        """Let `exc` carry these notices to where it becomes a response (:func:`on_error`):
+        a turn that fails after it noticed something (a branch, then a busy store) still
+        tells it."""
+        setattr(exc, _CARRIED, self)
+
+
+def on_error(exc: BaseException, response: Response) -> Response:
+    """The error response made of `exc`, with the notices it carries, if any."""
+    notices = getattr(exc, _CARRIED, None)
+    return notices.on(response) if isinstance(notices, TurnNotices) else response
 
 
 def _more(count: int) -> bytes:

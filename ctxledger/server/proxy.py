@@ -495,7 +495,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     release = await state.take_turn(family, request.receive)
     if release is None:
         return _error(api, 499, "client_closed", "the client left while waiting for its turn")
-    handed_over = False
+    handed_over, t = False, None
     try:
         t = Turn(state, api, request, body, turn, sent_on)
         await t.record_request(family, context_length)
@@ -516,6 +516,10 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
             return _left_before_the_answer(t)
         await t.record_reply(reply, usage)
         return t.notices.on(forwarded(data, upstream))
+    except Exception as exc:
+        if t is not None:  # (told on the error response: app._route makes it)
+            t.notices.carried_by(exc)
+        raise
     finally:
         if not handed_over:
             release()

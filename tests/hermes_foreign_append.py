@@ -9,12 +9,14 @@ view and what it sent parting silently.
 Run by ``tests/test_integration_hermes_foreign_append.py`` with the python of
 ``.venv-hermes``:
 
-    .venv-hermes/bin/python tests/hermes_foreign_append.py WORKDIR withdraw|append
+    .venv-hermes/bin/python tests/hermes_foreign_append.py WORKDIR withdraw|append|race
 
 Hermes (the fake upstream of ``hermes_scenario.py``) runs two turns and hands its list
 over (``on_session_end``, as its CLI does after a compaction); the caller writes; Hermes
-runs two more turns and hands its list over again. ``WORKDIR/foreign.json`` holds every
-chat request with its turn, the ids and the ledger's path.
+runs two more turns and hands its list over again. In mode ``race`` the note lands
+instead within the engine's hand-over, right after its own append.
+``WORKDIR/foreign.json`` holds every chat request with its turn, the ids and the
+ledger's path.
 """
 
 from __future__ import annotations
@@ -51,6 +53,23 @@ async def _write(db: Path, root: str, withdraw: bool) -> dict[str, Any]:
         await svc.aclose()
 
 
+def _race(wrote: dict[str, Any]) -> None:
+    """Mode ``race``: the caller's note lands right after the engine's append (of the
+    list Hermes hands over at turn 2's start), before the engine reads the view's key:
+    the engine must not take the note into the view it remembers as Hermes's (it did,
+    and Hermes never saw the note)."""
+    append = ContextService.append
+
+    async def racing(self: ContextService, sid: str, messages: Any, **kw: Any) -> Any:
+        done = await append(self, sid, messages, **kw)
+        if not wrote:
+            note = {"role": "user", "content": NOTE, "api_content": SIDECAR}
+            wrote["note"] = (await append(self, done.session_id, [note])).message_ids[0]
+        return done
+
+    ContextService.append = racing  # type: ignore[method-assign]
+
+
 def _repaired_view(db: Path, root: str) -> list[dict[str, Any]]:
     """The ledger's final view (no system prompt) as Hermes's own repair leaves it: the
     oracle for the list Hermes holds."""
@@ -73,7 +92,10 @@ def main() -> None:
     turns: list[int] = []
     wrote: dict[str, Any] = {}
     for turn in range(4):
-        if turn == 2:
+        if turn == 2 and mode == "race":
+            _race(wrote)
+            engine.on_session_end(agent.session_id, history)
+        elif turn == 2:
             engine.on_session_end(agent.session_id, history)
             wrote = asyncio.run(_write(db, str(engine._root), mode == "withdraw"))
         before = len(REQUESTS)

@@ -378,11 +378,13 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
         suffix = [] if moved and hold else copy.deepcopy(messages[n:])
+        base, appended = host.view_key(svc, sid), []
         if suffix:
-            sid = (await svc.append(sid, suffix)).session_id
+            result = await svc.append(sid, suffix)
+            sid, appended = result.session_id, result.message_ids
             self._known.extend(copy.deepcopy(suffix))
-        if not moved:
-            self._seen, self._seen_key = sid, host.view_key(svc, sid)
+        if not moved:  # (a write meanwhile: the key is not the view's, so it moved)
+            self._seen, self._seen_key = sid, host.grown(base, appended)
         return sid, self._write_queued(svc, self._seen or sid, keep_latest=True)
 
     def _rewinds(self, messages: list[JSON]) -> bool:

@@ -425,6 +425,13 @@ def view_key(svc: ContextService, session_id: str) -> ViewKey:
     return len(live), (live[-1] if live else None)
 
 
+def grown(key: ViewKey, appended: list[str]) -> ViewKey:
+    """`key` after the engine's own append of `appended` (ids) and nothing else: the
+    key it remembers, not the view's as read after the append, which would take in
+    another writer's write made meanwhile (the host never sees it; session 45's review)."""
+    return (key[0] + len(appended), appended[-1]) if appended else key
+
+
 def moved(svc: ContextService, root: str, seen: str | None, key: ViewKey | None) -> bool:
     """Whether the host's view (`seen`'s, as taken at `key`) is no longer the chain's:
     another writer moved the tip (``ctxledger compress`` / ``undo``, a model switch's

@@ -83,5 +83,7 @@ def test_a_resumed_session_goes_on_from_the_cli_compaction(tmp_path: Path) -> No
         assert tip in proc.stdout  # the CLI named the continuation the run went on in
     finally:
         ledger.close()
-    proc = subprocess.run([CLI, "--db", str(db), "verify"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [CLI, "--db", str(db), "verify"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

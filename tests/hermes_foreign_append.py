@@ -9,12 +9,14 @@ view and what it sent parting silently.
 Run by ``tests/test_integration_hermes_foreign_append.py`` with the python of
 ``.venv-hermes``:
 
-    .venv-hermes/bin/python tests/hermes_foreign_append.py WORKDIR withdraw|append|race
+    .venv-hermes/bin/python tests/hermes_foreign_append.py WORKDIR withdraw|append|race|end
 
 Hermes (the fake upstream of ``hermes_scenario.py``) runs two turns and hands its list
 over (``on_session_end``, as its CLI does after a compaction); the caller writes; Hermes
 runs two more turns and hands its list over again. In mode ``race`` the note lands
-instead within the engine's hand-over, right after its own append.
+instead within the engine's hand-over, right after its own append. In mode ``end``
+(an append) Hermes ends its session right after the write, two messages more in its
+list and no check in between: it never takes the caller's view (session 39's rule).
 ``WORKDIR/foreign.json`` holds every chat request with its turn, the ids and the
 ledger's path.
 """
@@ -36,6 +38,11 @@ NOTE = "A note from a script: the last answer was withdrawn, review part 1 again
 #: the note's ``api_content`` sidecar (as a Hermes with a memory provider stamps its user
 #: turns): merged with Hermes's next ask, it must be dropped, not sent for the merge
 SIDECAR = NOTE + " [as sent with memory]"
+#: mode ``end``: what Hermes's list holds more when it ends right after the caller's write
+ENDING = [
+    {"role": "user", "content": "Turn 2: stop here."},
+    {"role": "assistant", "content": "Stopped."},
+]
 
 
 async def _write(db: Path, root: str, withdraw: bool) -> dict[str, Any]:
@@ -98,6 +105,9 @@ def main() -> None:
         elif turn == 2:
             engine.on_session_end(agent.session_id, history)
             wrote = asyncio.run(_write(db, str(engine._root), mode == "withdraw"))
+            if mode == "end":  # Hermes ends with new messages, no check in between
+                history = [*history, *ENDING]
+                break
         before = len(REQUESTS)
         result = agent.run_conversation(
             f"Turn {turn}: review part {turn} of the alpha module.",

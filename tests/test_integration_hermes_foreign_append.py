@@ -7,7 +7,9 @@ Hermes went on sending its own list (the withdrawn reply, no note) while the eng
 appended it after the caller's messages. In mode ``race`` the note lands between the
 engine's check of the view and its own append (session 45's review): the engine must
 not take it into the view it remembers as Hermes's (it did, and Hermes never sent the
-note)."""
+note). In mode ``end`` Hermes ends right after the write with two messages more: its
+list goes on as a branch of the view it held, recorded again there (session 39's rule,
+written down after the review)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ SIDECAR = NOTE + " [as sent with memory]"  # (the note's api_content)
 WITHDRAWN = "Done with step 2: the alpha module is reviewed."
 
 
-@pytest.fixture(scope="module", params=["withdraw", "append", "race"])
+@pytest.fixture(scope="module", params=["withdraw", "append", "race", "end"])
 def run(tmp_path_factory: Any, request: Any) -> Any:
     name, mode = "hermes_foreign_append.py", request.param
     for result, ledger in script_ledger(tmp_path_factory, name, "foreign.json", mode, timeout=600):
@@ -45,14 +47,25 @@ def _sent_in(result: dict[str, Any]) -> list[tuple[int, str]]:
 
 def test_hermes_goes_on_from_the_callers_view(run: tuple[str, dict[str, Any], Ledger]) -> None:
     mode, result, ledger = run
-    events = [r.event for r in ledger.store.read_all()]
-    assert sum(isinstance(e, SessionStarted) for e in events) == 1  # one root, no copy
+    records = list(ledger.store.read_all())
+    events = [r.event for r in records]
+    starts = [(r.stream, r.event) for r in records if isinstance(r.event, SessionStarted)]
+    if mode == "end":  # (the list goes on as a branch of the view Hermes held)
+        (root, _), (_, branch) = starts
+        assert (branch.parent_session_id, branch.reason) == (root, "branch")
+        assert ledger.transcript.session(root).ended
+        assert NOTE in str(ledger.api_messages(root))
+    else:
+        assert len(starts) == 1  # one root, no copy
     later = [sent for turn, sent in _sent_in(result) if turn >= 2]
     assert not any(SIDECAR in sent for sent in later)
     # the ledger's view, repaired by Hermes's own repair_message_sequence (in the
     # script), is the list Hermes held
     held = [m for m in result["history"] if m["role"] != "system"]
     assert _said(result["repaired"]) == _said(held)
+    if mode == "end":  # the whole list recorded again on the branch, without the note
+        assert held[-1]["content"] == "Stopped." and NOTE not in str(held)
+        return
     if mode == "race":  # (the note went up from Hermes's next model call on)
         assert result["wrote"]["note"] and NOTE in later[-1]
         return

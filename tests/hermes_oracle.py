@@ -23,7 +23,7 @@ import httpx
 import openai
 from agent import context_compressor as cc
 from agent import error_classifier, model_metadata, prompt_caching, usage_pricing
-from agent.agent_runtime_helpers import strip_think_blocks
+from agent.agent_runtime_helpers import repair_message_sequence, strip_think_blocks
 from hermes_compaction import OPS as COMPACTION_OPS
 from hermes_loop import loop
 
@@ -177,6 +177,12 @@ def compacted(item: dict[str, Any]) -> dict[str, Any]:
     out = compressor.compress([dict(m) for m in item["messages"]])
     out = [{k: v for k, v in m.items() if not k.startswith("_")} for m in out]
     return {"out": out, **asked}
+
+
+def repair(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The list as Hermes's agent repairs it (in place) before each model call."""
+    repair_message_sequence(None, messages)
+    return messages
 
 
 def prune(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -479,6 +485,7 @@ OPS = {
     "runtime": runtime,
     "compacted": compacted,
     "prune": prune,
+    "repair": repair,
     "cache": cache,
     "cache_policy": cache_policy,
     "toolbudget": toolbudget,

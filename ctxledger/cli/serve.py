@@ -220,6 +220,21 @@ def _check_port(host: str, port: int) -> None:
         raise CtxLedgerError(f"cannot listen on {where}: {reason}") from None
 
 
+def log_config(log_level: str) -> dict[str, Any]:
+    """uvicorn's logging configuration with the ``ctxledger`` loggers added at
+    `log_level`, on uvicorn's stderr handler: the proxy's notices (``ctxledger.server``,
+    info) were not shown under ``serve`` before (session 45's review), only uvicorn's
+    own loggers being set up, and an info line reaching no handler is dropped."""
+    import copy
+
+    from uvicorn.config import LOG_LEVELS, LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    level = LOG_LEVELS.get(log_level, LOG_LEVELS["info"])
+    config["loggers"]["ctxledger"] = {"handlers": ["default"], "level": level, "propagate": False}
+    return config
+
+
 def _run(host: str, port: int, workers: int, graceful_timeout: int, log_level: str) -> None:
     import uvicorn
 
@@ -232,6 +247,7 @@ def _run(host: str, port: int, workers: int, graceful_timeout: int, log_level: s
         "workers": workers,
         "timeout_graceful_shutdown": graceful_timeout,
         "log_level": log_level,
+        "log_config": log_config(log_level),
         "lifespan": "on",
     }
     if workers > 1:

@@ -96,6 +96,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         self._root: str | None = None  # the ledger chain this agent's conversation is on
         self._known: list[JSON] = []  # the host messages the ledger holds, in order
         self._seen: str | None = None  # the ledger session whose view the host holds
+        self._seen_key: host.ViewKey | None = None  # that view as the host took it
         self._agent = host.agent_token()  # this agent's name for its strikes (Asked)
         self._pending: list[JSON] = []  # usage reports not written yet
         self._handed: list[bytes] = []  # digests of the host's list at the last compaction
@@ -235,10 +236,9 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
 
     def _should(self, svc: ContextService, root: str, over: bool) -> bool:
         """:meth:`should_compress` on the tip read once: moved, else the guard if `over`."""
-        tip = svc.tip(root)
-        if self._seen not in (None, tip):
+        if host.moved(svc, root, self._seen, self._seen_key):
             return True
-        return over and bool(svc.tracker.guard(tip, svc.ledger.clock(), self._agent)[0])
+        return over and bool(svc.tracker.guard(svc.tip(root), svc.ledger.clock(), self._agent)[0])
 
     def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
         """Before a call, without a real count: Hermes's rough estimate of ``messages``
@@ -315,16 +315,17 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     def _hand_back(self, svc: ContextService, sid: str) -> list[JSON]:
         """The live view of `sid`, which the host takes now (its list from then on)."""
         self.compression_count = host.compactions(svc.ledger.chains, sid)
-        view = host.unmarked(live_messages(svc, sid))  # a ledger from before kept the marks
+        view = host.as_hermes_holds(host.unmarked(live_messages(svc, sid)))  # (marks: old ledgers)
         self._known, self._seen = copy.deepcopy(view), sid
+        self._seen_key = host.view_key(svc, sid)
         return view
 
     def _moved(self, svc: ContextService) -> bool:
-        """Whether another writer moved the chain's tip since the host took its view
-        (``ctxledger compress`` / ``undo`` from a shell, a model switch's preflight): the
-        host still holds ``_seen``'s view until it takes the tip's (:meth:`_adopt`)."""
-        root, seen = self._root, self._seen
-        return root is not None and seen is not None and svc.tip(root) != seen
+        """Whether another writer moved the chain's tip or wrote into the host's session
+        since the host took its view (:func:`host.moved`): the host still holds
+        ``_seen``'s view until it takes the tip's (:meth:`_adopt`)."""
+        root = self._root
+        return root is not None and host.moved(svc, root, self._seen, self._seen_key)
 
     def _adopt(self, svc: ContextService, sid: str) -> list[JSON]:
         """Hermes asked (at its check before its next model call) while the tip had moved:
@@ -334,7 +335,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         ``/compress`` (``manual``, or ``requested`` since session 40) compacts the tip."""
         logger.warning(
             "ctxledger: another writer moved this conversation's ledger chain (ctxledger "
-            "compress or undo?); Hermes takes its view now (%s)",
+            "compress or undo, an append?); Hermes takes its view now (%s)",
             sid,
         )
         self._last_compression_made_progress = True
@@ -372,15 +373,18 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             )
             self._known, n = [], 0
         sid, seen = svc.tip(self._root), self._seen
-        moved = seen not in (None, sid)  # the host holds `seen`'s view, not the tip's
+        moved = host.moved(svc, self._root, seen, self._seen_key)  # the host holds `seen`'s
         if moved and len(messages) > n and untaken is not None and untaken():
             await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
         suffix = [] if moved and hold else copy.deepcopy(messages[n:])
+        base, appended = host.view_key(svc, sid), []
         if suffix:
-            sid = (await svc.append(sid, suffix)).session_id
+            result = await svc.append(sid, suffix)
+            sid, appended = result.session_id, result.message_ids
             self._known.extend(copy.deepcopy(suffix))
-        self._seen = seen if moved else sid
+        if not moved:  # (a write meanwhile: the key is not the view's, so it moved)
+            self._seen, self._seen_key = sid, host.grown(base, appended)
         return sid, self._write_queued(svc, self._seen or sid, keep_latest=True)
 
     def _rewinds(self, messages: list[JSON]) -> bool:

@@ -414,6 +414,61 @@ def agent_token() -> str:
     return uuid.uuid4().hex[:12]
 
 
+#: a session's view as the engine last took it: its length and last message id
+ViewKey = tuple[int, "str | None"]
+
+
+def view_key(svc: ContextService, session_id: str) -> ViewKey:
+    """The view of `session_id` as a key: another writer's append or withdrawal in that
+    session changes it (a withdrawal takes the view's last ids, ids are never reused)."""
+    live = svc.ledger.transcript.session(session_id).live
+    return len(live), (live[-1] if live else None)
+
+
+def grown(key: ViewKey, appended: list[str]) -> ViewKey:
+    """`key` after the engine's own append of `appended` (ids) and nothing else: the
+    key it remembers, not the view's as read after the append, which would take in
+    another writer's write made meanwhile (the host never sees it; session 45's review)."""
+    return (key[0] + len(appended), appended[-1]) if appended else key
+
+
+def moved(svc: ContextService, root: str, seen: str | None, key: ViewKey | None) -> bool:
+    """Whether the host's view (`seen`'s, as taken at `key`) is no longer the chain's:
+    another writer moved the tip (``ctxledger compress`` / ``undo``, a model switch's
+    preflight) or wrote into `seen` itself (a Python caller's ``append``, with or without
+    ``withdraw=``; session 45: that was not followed, the host's list and the ledger's
+    view parting silently)."""
+    return seen is not None and (svc.tip(root) != seen or view_key(svc, seen) != key)
+
+
+def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
+    """`messages` (a view handed to Hermes) as Hermes will hold them: before each model
+    call its agent merges adjacent user messages whose contents are both text into one
+    (joined by a blank line) in its own list, and hands that list back at its next
+    hand-over. A view another writer made may hold such a pair (a script's user note,
+    then Hermes's next ask): handed as the ledger holds it, the engine read Hermes's
+    merged list as another conversation and started a new root with the whole history
+    (session 45). Merged copies, without ``api_content`` (the bytes Hermes sent for the
+    first message alone: Hermes drops it from a merged one, else it would send that stale
+    text in place of the merged); a missing content reads as empty, as Hermes reads it.
+    Every other message as it is."""
+    held: list[JSON] = []
+    for message in messages:
+        last = held[-1] if held else None
+        if (
+            last is not None
+            and message.get("role") == last.get("role") == "user"
+            and isinstance(text := message.get("content", ""), str)
+            and isinstance(before := last.get("content", ""), str)
+        ):
+            merged = {k: v for k, v in last.items() if k != "api_content"}
+            merged["content"] = "\n\n".join(t for t in (before, text) if t)
+            held[-1] = merged
+        else:
+            held.append(message)
+    return held
+
+
 def measured(value: Any) -> int | None:
     """The request size Hermes passed with ``compress`` (``current_tokens``), when it is a
     count the ledger takes (else None: the ledger's own estimate stands in)."""
@@ -454,21 +509,25 @@ async def resumed_chain(
     the messages the ledger holds of it (a host's list shorter than the view, the
     gateway's ``/compress here`` on a temporary agent, is a strict prefix of them: a
     branch follows) and its compaction count; the tip takes the agent's model and window
-    if they changed meanwhile (:func:`follow_model`)."""
+    if they changed meanwhile (:func:`follow_model`). The view is read as Hermes held it
+    when the engine handed it back (:func:`as_hermes_holds`: another writer's user note
+    merged with Hermes's next ask; compared as recorded, such a chain was not found and
+    the resume recorded the whole history again under a new root), else as recorded."""
     svc.ledger.refresh()
     for lineage in chains_titled(svc.ledger.chains, titles):
         tip = svc.tip(lineage.session_id)
         if svc.ledger.transcript.session(tip).ended:
             continue
-        view = live_messages(svc, tip)
-        if (
-            view
-            and messages
-            and all(said(a) == said(b) for a, b in zip(view, messages, strict=False))
-        ):
-            known = copy.deepcopy(messages[: len(view)] + view[len(messages) :])
-            count = await follow_model(svc, tip, model, context_length)
-            return lineage.session_id, known, count
+        recorded = live_messages(svc, tip)
+        for view in (as_hermes_holds(recorded), recorded):
+            if (
+                view
+                and messages
+                and all(said(a) == said(b) for a, b in zip(view, messages, strict=False))
+            ):
+                known = copy.deepcopy(messages[: len(view)] + view[len(messages) :])
+                count = await follow_model(svc, tip, model, context_length)
+                return lineage.session_id, known, count
     return None
 
 

@@ -35,6 +35,7 @@ from ctxledger.server.errors import (
     provider_error_response,
 )
 from ctxledger.server.idempotency import refuse_idempotency_key
+from ctxledger.server.notices import on_error
 from ctxledger.server.openapi import build_schema
 from ctxledger.server.routing import JSON, Endpoint
 from ctxledger.server.state import (
@@ -73,8 +74,8 @@ def _route(endpoint: Endpoint, state: ServerState) -> Route:
                 )
             elif status >= 500:  # on either face
                 log.exception("%s %s failed", request.method, inline(request.scope["path"]))
-            if endpoint.auth == "proxy":
-                return provider_error_response(_api_of(endpoint, state), exc)
+            if endpoint.auth == "proxy":  # (with what the turn noticed before)
+                return on_error(exc, provider_error_response(_api_of(endpoint, state), exc))
             return error_response(exc)
 
     return Route(

@@ -59,6 +59,7 @@ from ctxledger.server.errors import message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import PROVISIONAL, Match
+from ctxledger.server.notices import TurnNotices
 from ctxledger.server.ownmarks import unmarked_payload
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
@@ -121,7 +122,7 @@ class Turn:
         self.headers = {**forwarded, "content-type": "application/json", **UPSTREAM_ENCODING}
         self.svc = state.service
         self.session_id = ""
-        self.notices: list[str] = []
+        self.notices = TurnNotices()  # logged as they come, sent back as headers
         self.repeat = False  # the ledger already answered this exact history: record nothing
         self.withdraw_reason = "incomplete"  # why a reply the client dropped was provisional
 
@@ -157,7 +158,7 @@ class Turn:
                 answered = self.state.history.answered(family, [self.turn.lead, *suffix], None)
             if answered:
                 self.session_id, self.repeat = answered, True
-                self.notices.append(f"session {answered} already answered this history")
+                self.notices.add(answered, f"session {answered} already answered this history")
                 return
             if match.branch:
                 sid, suffix, withdraw = await self._off_the_line(
@@ -177,7 +178,7 @@ class Turn:
             ).session_id
         result = await svc.preflight(sid)
         self.session_id = result.session_id
-        self.notices += result.notices
+        self.notices.add(result.session_id, *result.notices)
 
     async def _off_the_line(
         self, family: str, match: Match, client: list[Any], system_prompt: str | None
@@ -188,14 +189,10 @@ class Turn:
         gone = self.state.history.superseded(family, client, system_prompt)
         if gone is not None and not gone.withdrawn:
             why = "no longer ends the view (a compaction replaced it): a branch"
-            log.info(
-                "session %s: the client went on without a reply that %s",
-                inline_id(gone.session_id),
-                why,
-            )
-            self.notices.append(f"the client went on without a provisional reply that {why}")
+            self.notices.add(gone.session_id, f"the client went on without a reply that {why}")
         elif gone is not None:
-            self.notices.append(f"the client went on without reply {', '.join(gone.withdrawn)}")
+            withdrawn = ", ".join(gone.withdrawn)
+            self.notices.add(gone.session_id, f"the client went on without reply {withdrawn}")
             self.withdraw_reason = gone.reason
             return gone.session_id, client[gone.suffix_start :], gone.withdrawn
         check_new_batch(client)
@@ -211,8 +208,9 @@ class Turn:
             title=f"proxy branch of {family}",
             loop="every_call",
         )
-        self.notices.append(
-            f"history diverges from the ledger after {match.common} messages: branched as {sid}"
+        self.notices.add(
+            match.session_id,
+            f"history diverges from the ledger after {match.common} messages: branched as {sid}",
         )
         return sid, client, []
 
@@ -271,14 +269,15 @@ class Turn:
                         requested_max_tokens=max_tokens,
                     )
             except ContextOverflowError as exc:
-                self.notices.append(str(exc))
+                self.notices.add(self.session_id, str(exc))
                 return failed
             if recovery.action != "retry":
                 return failed
             self.session_id = recovery.session_id
             max_tokens = recovery.max_tokens or max_tokens
-            self.notices.append(
-                f"upstream {resp.status_code} ({recovery.kind}): {recovery.reason}; retrying"
+            self.notices.add(
+                recovery.session_id,
+                f"upstream {resp.status_code} ({recovery.kind}): {recovery.reason}; retrying",
             )
         raise AssertionError("unreachable")
 
@@ -340,6 +339,7 @@ class Turn:
                     self.session_id, usage, model=self.turn.model, tool_calls=asked
                 )
                 self.session_id = result.session_id
+                self.notices.add(result.session_id, *result.notices)
             except CtxLedgerError as exc:  # an upstream's odd figures: the turn has no usage
                 log.warning("usage of session %s not recorded: %s", self.logged_id, message_of(exc))
 
@@ -351,7 +351,7 @@ class TurnStream(Response):
         # not Response.__init__: it would declare a Content-Length for an empty body
         self.status_code = upstream.status_code
         self.background = None
-        self.raw_headers = response_headers(upstream)
+        self.raw_headers = response_headers(upstream) + turn.notices.headers()
         self.turn, self.upstream, self.release = turn, upstream, release
         self.recorded = False
         self.broken = False  # an event could not be read: the stream ended with an error
@@ -495,7 +495,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
     release = await state.take_turn(family, request.receive)
     if release is None:
         return _error(api, 499, "client_closed", "the client left while waiting for its turn")
-    handed_over = False
+    handed_over, t = False, None
     try:
         t = Turn(state, api, request, body, turn, sent_on)
         await t.record_request(family, context_length)
@@ -503,7 +503,7 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
         if got is None:  # hung up (timed out) first: the upstream's answer is dropped
             return _left_before_the_answer(t)
         if isinstance(got, Response):
-            return got
+            return t.notices.on(got)
         upstream, data = got
         if data is None:
             handed_over = True  # the stream releases the lock when it is done
@@ -511,11 +511,15 @@ async def _proxy(request: Request, state: ServerState, api: Api) -> Response:
         try:
             reply, usage = api.json_reply(decode_reply(data))
         except BadUpstreamReply as exc:
-            return _error(api, 502, BAD_REPLY, bad_reply_message(api.name, exc))
+            return t.notices.on(_error(api, 502, BAD_REPLY, bad_reply_message(api.name, exc)))
         if await request.is_disconnected():  # gone as it came (after the watch): not recorded
             return _left_before_the_answer(t)
         await t.record_reply(reply, usage)
-        return forwarded(data, upstream)
+        return t.notices.on(forwarded(data, upstream))
+    except Exception as exc:
+        if t is not None:  # (told on the error response: app._route makes it)
+            t.notices.carried_by(exc)
+        raise
     finally:
         if not handed_over:
             release()

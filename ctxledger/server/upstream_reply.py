@@ -46,6 +46,10 @@ DROPPED_RESPONSE_HEADERS = frozenset(
         "server",
     }
 )
+#: upstream response headers in the proxy's own namespace are not passed on either: an
+#: upstream (another ctxledger in front of the model, or a hostile one) would otherwise
+#: speak as this proxy (an ``x-ctxledger-notice`` it never made; session 45's review)
+OWN_HEADER_PREFIX = "x-ctxledger-"
 
 
 class BadUpstreamReply(Exception):
@@ -223,13 +227,15 @@ def read_upstream(step: Callable[..., _T], *args: Any) -> _T:
 
 
 def response_headers(resp: httpx.Response) -> list[tuple[bytes, bytes]]:
-    """The upstream's response headers to pass on, as the bytes it sent: a value that is
-    not Latin-1 text (UTF-8 bytes, which httpx decodes) cannot be encoded back from text."""
-    return [
-        (k.lower(), v)
-        for k, v in resp.headers.raw
-        if k.lower().decode("latin-1") not in DROPPED_RESPONSE_HEADERS
-    ]
+    """The upstream's response headers to pass on, as the bytes it sent (a value that is
+    not Latin-1 text, UTF-8 bytes, which httpx decodes, cannot be encoded back from
+    text), but for its connection's and those named as this proxy's own."""
+    kept = []
+    for key, value in resp.headers.raw:
+        name = key.lower().decode("latin-1")
+        if name not in DROPPED_RESPONSE_HEADERS and not name.startswith(OWN_HEADER_PREFIX):
+            kept.append((key.lower(), value))
+    return kept
 
 
 def forwarded(content: bytes, resp: httpx.Response) -> Response:

@@ -172,6 +172,8 @@ class FakeUpstream:
     turn: int = 0
     #: called with each request before it is answered (a test's own checks)
     on_request: Callable[[Seen], None] | None = None
+    #: headers added to every answer's start (an upstream's own headers)
+    extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     def queue(self, *behaviours: Behaviour) -> None:
         self.script.extend(behaviours)
@@ -201,7 +203,7 @@ class FakeUpstream:
         try:
             if self.delay:
                 await anyio.sleep(self.delay)
-            await self._answer(seen, send)
+            await self._answer(seen, _adding(send, self.extra_headers))
         finally:
             self.in_flight -= 1
 
@@ -251,6 +253,19 @@ class FakeUpstream:
         if isinstance(behaviour, Cut):
             events = events[: behaviour.after]
         await _stream(send, events, self.event_delay, cut=cut)
+
+
+def _adding(send: Any, headers: list[tuple[bytes, bytes]]) -> Any:
+    """`send` with `headers` added to the response's start."""
+    if not headers:
+        return send
+
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *headers]}
+        await send(message)
+
+    return sending
 
 
 async def _stream(send: Any, events: list[bytes], delay: float, *, cut: bool = False) -> None:

@@ -101,6 +101,7 @@ class Haystack:
         "_cased",
         "_escaped",
         "_exit_codes",
+        "_follow_hays",
         "_follows",
         "_lined",
         "_present",
@@ -118,9 +119,11 @@ class Haystack:
         #: `folded` with each line's end marked (:meth:`_ends_a_line`), made when first asked
         self._lined: str | None = None
         self._escaped: bool | None = None
-        #: a path's second readings (:data:`_FOLLOWS`), each made when first needed (None:
-        #: empty), and all of them joined (False until asked: :meth:`_follows_joined`)
-        self._follows: list[Haystack | None] = []
+        #: a path's second readings (:data:`_FOLLOWS`): each one's text, read when first
+        #: needed (None: empty, :meth:`_read`), its haystack (:meth:`_follow`), and all of
+        #: them joined (False until asked: :meth:`_follows_joined`)
+        self._follows: list[str | None] = []
+        self._follow_hays: dict[int, Haystack] = {}
         self._unescaped: Haystack | Literal[False] = False
         #: (case-sensitive, path, written with a backslash, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, bool, bool, str], bool] | None = (
@@ -165,19 +168,38 @@ class Haystack:
             return self._follows_joined()._holds_fact(kind, normalized, windows)
         if not self._may_hold(False, self.folded, _NOT_ASCII_ALNUM.sub("", normalized)):
             return False
-        for at, follows in enumerate(_FOLLOWS):
-            if at == len(self._follows):
-                read = follows(self.text)
-                self._follows.append(Haystack(JOIN.join(read)) if read else None)
-            hay = self._follows[at]
+        for at in range(len(_FOLLOWS)):
+            hay = self._follow(at)
             if hay is not None and hay._holds_fact(kind, normalized, windows):
                 return True
         return False
 
+    def _read(self, at: int) -> str | None:
+        """The text of the `at`-th second reading (:data:`_FOLLOWS`): its pieces joined
+        by JOIN, None when it has none. Each reading is read once, in order."""
+        while len(self._follows) <= at:
+            read = _FOLLOWS[len(self._follows)](self.text)
+            self._follows.append(JOIN.join(read) if read else None)
+        return self._follows[at]
+
+    def _follow(self, at: int) -> Haystack | None:
+        """The `at`-th second reading as a haystack, made when first asked."""
+        hay = self._follow_hays.get(at)
+        if hay is None:
+            text = self._read(at)
+            if text is None:
+                return None
+            hay = self._follow_hays[at] = Haystack(text)
+        return hay
+
     def _follows_joined(self) -> Haystack:
+        """Every second reading's pieces joined, in :data:`_FOLLOWS`' order. That is the
+        readings' texts (:meth:`_read`) joined, those with none left out: JOIN-joining
+        two JOIN-joined non-empty lists is JOIN-joining the one list. No reading already
+        read is read again (session 45)."""
         if self._unescaped is False:
-            read = [piece for follows in _FOLLOWS for piece in follows(self.text) or []]
-            self._unescaped = Haystack(JOIN.join(read))
+            texts = [self._read(at) for at in range(len(_FOLLOWS))]
+            self._unescaped = Haystack(JOIN.join([t for t in texts if t is not None]))
         return self._unescaped
 
     def _holds_fact(self, kind: str, normalized: str, windows: bool) -> bool:

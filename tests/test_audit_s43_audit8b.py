@@ -233,6 +233,13 @@ _PIECES = [
     # session 44 (review): a lone ``/`` and ``.``, for empty, ``.`` and ``..`` names
     "/",
     ".",
+    # session 45 (review): the pieces of a failure's header and ``<Function …>`` (the
+    # brackets of a case written without its file), whole and broken
+    "<Function ",
+    ">",
+    "ERROR at setup of ",
+    " ____",
+    "____ ",
 ]
 
 
@@ -247,6 +254,8 @@ _PIECES = [
 )
 @example(["a", ".py", "::", "t", "[", "x/", "a", ".sql", "-", "x/", ".py", "-", "x/", "a", "]"])
 @example(["a", ".py", "::", "t", "[", "x/", ".sql", "-", "a", ".py", "-", "a", "-", "x/", "]"])
+@example(["\x00", "____ ", "t", "[", "x/", "a", ".sql", "-", "1", "]", " ____", "\r"])
+@example(["<Function ", "t", "[", "a", "-", "x/", "a", ".sql", "]", ">", "\x00"])
 def test_the_separators_are_the_references(pieces: list[str]) -> None:
     """Property: production's separators are the reference's on any soup of the pieces
     a node id is made of."""

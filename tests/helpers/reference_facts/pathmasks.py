@@ -91,10 +91,10 @@ def path_text(text: str) -> str:
 def tree_branches(text: str) -> list[tuple[int, int]]:
     """Session 34: a tree's branches glued to a name, each from its line's start: blanks
     and ``|``, then a ``|`` (the last of them) or a backquote or ``+``, then two dashes or
-    more, then a letter, digit, ``_`` or ``.``."""
+    more, then a letter, digit, ``_`` or ``.``. Session 45: a line starts after a newline
+    or a NUL (the matcher's JOIN between two texts)."""
     spans: list[tuple[int, int]] = []
-    offset = 0
-    for line in text.split("\n"):
+    for offset, line in _lines(text):
         blanks = 0
         while blanks < len(line) and line[blanks] in " \t|":
             blanks += 1
@@ -113,7 +113,6 @@ def tree_branches(text: str) -> list[tuple[int, int]]:
             and (after.isalnum() or after in "_.")
         ):
             spans.append((offset, offset + end))
-        offset += len(line) + 1
     return spans
 
 
@@ -186,8 +185,10 @@ def _one_id(inside: str) -> bool:
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
+    """Each line of `text` and where it starts: a line ends at a newline or a NUL (the
+    matcher's JOIN between two texts), session 45."""
     out, offset = [], 0
-    for line in text.split("\n"):
+    for line in re.split("[\n\x00]", text):
         out.append((offset, line))
         offset += len(line) + 1
     return out
@@ -198,7 +199,7 @@ def _node_before(head: str) -> bool:
     digits and ``_``)."""
     parts = head.split("::")
     at = len(parts) - 1
-    while at >= 1 and parts[at] != "" and all(c.isalnum() or c == "_" for c in parts[at]):
+    while at >= 1 and _is_name(parts[at]):
         if parts[at - 1].endswith(".py"):
             return True
         at -= 1
@@ -209,8 +210,9 @@ def _case_line(line: str, at: int, close: int) -> bool:
     """Session 45: whether the bracket ``line[at:close + 1]`` names a case in a line of
     its own without its file: a failure's or error's header (underscores, a blank, maybe
     ``ERROR at setup of `` or ``ERROR at teardown of ``, names joined by ``.``, the
-    bracket, a blank, underscores) or ``--collect-only``'s ``<Function name[…]>``."""
-    head, tail = line[:at], line[close + 1 :]
+    bracket, a blank, underscores) or ``--collect-only``'s ``<Function name[…]>``; one
+    ``\r`` may end the line."""
+    head, tail = line[:at], line[close + 1 :].removesuffix("\r")
     if tail == ">":
         name = head.lstrip(" ").removeprefix("<Function ")
         return head.lstrip(" ").startswith("<Function ") and _is_name(name)

@@ -97,7 +97,7 @@ def grep_follows(text: str) -> list[str] | None:
 #: starts after one: 3x faster than a look-behind at every place), blanks and outer
 #: levels' ``|``, then ``|``, a backquote or ``+`` and two dashes or more, before a
 #: name's character
-_BRANCH = re.compile(r"[\n\x00]([ \t|]*[|`+]-{2,})(?=[\w.])")
+_BRANCH = re.compile(r"[\n\x00]([ \t|]*[|`+]-{2,}+)(?=[\w.])")
 
 
 def branch_spans(text: str) -> list[tuple[int, int]]:

@@ -58,6 +58,7 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
     role: str = ""
 
 
+#: kinds matched without case folding (code is case-sensitive)
 CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 
 

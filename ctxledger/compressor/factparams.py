@@ -28,7 +28,7 @@ __all__ = ["parameter_ids", "parameter_spans"]
 
 #: a bracket's parameter ids (one group): pytest writes no bracket, blank or NUL there
 #: (a NUL joins two texts, which one bracket does not span)
-_IDS = r"\[([^\[\]\s\x00]*)\]"
+_IDS = r"\[([^\[\]\s\x00]*+)\]"
 #: a node id's test (after a ``.py`` file and ``::``, maybe a class's ``::``) and its
 #: parameter ids in brackets (group 1)
 _NODE_PARAMETERS = re.compile(rf"\.py(?:::\w+)+{_IDS}")
@@ -38,10 +38,12 @@ _NODE_PARAMETERS = re.compile(rf"\.py(?:::\w+)+{_IDS}")
 #: ``<Function test_read[a/b.sql-1]>``, each a whole line, maybe with a ``\r`` before its
 #: end. A line starts and ends at a newline or a JOIN (a NUL, as :mod:`.factgrep` reads
 #: lines), so a text's first and last lines read alike alone and joined to others: it is
-#: matched in the text with a newline on each side (3x faster than look-arounds)
+#: matched in the text with a newline on each side (3x faster than look-arounds); each
+#: run is possessive (``++``: what follows it is never its character, so giving some
+#: back never matches; a line of underscores is not read back one at a time)
 _CASE_PARAMETERS = re.compile(
-    rf"[\n\x00](?:_+ (?:ERROR at (?:setup|teardown) of )?\w+(?:\.\w+)*{_IDS} _+"
-    rf"| *<Function \w+{_IDS}>)\r?(?=[\n\x00])"
+    rf"[\n\x00](?:_++ (?:ERROR at (?:setup|teardown) of )?\w++(?:\.\w++)*+{_IDS} _++"
+    rf"| *+<Function \w++{_IDS}>)\r?(?=[\n\x00])"
 )
 #: the known extensions and second suffixes, as written (a suffix may also be one to
 #: three digits): a name ending with an extension and suffixes, after a name's character

@@ -184,11 +184,15 @@ def _one_id(inside: str) -> bool:
     return not any(c in "[]\x00" or c.isspace() for c in inside)
 
 
+#: where a line ends (compiled once: no pattern is compiled while a text is read)
+_LINE_ENDS = re.compile("[\n\x00]")
+
+
 def _lines(text: str) -> list[tuple[int, str]]:
     """Each line of `text` and where it starts: a line ends at a newline or a NUL (the
     matcher's JOIN between two texts), session 45."""
     out, offset = [], 0
-    for line in re.split("[\n\x00]", text):
+    for line in _LINE_ENDS.split(text):
         out.append((offset, line))
         offset += len(line) + 1
     return out

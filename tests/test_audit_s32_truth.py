@@ -11,7 +11,13 @@ from helpers.reference_facts import facts as reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxledger.compressor import factgrep, factkinds, factmatch, factnoise, factpathrules
+from ctxledger.compressor import (
+    factgrep,
+    factkinds,
+    factnoise,
+    factnormal,
+    factpathrules,
+)
 from ctxledger.compressor.factbounds import contains, search
 from ctxledger.compressor.facts import extract_facts, fact_in_text
 
@@ -148,7 +154,7 @@ def test_a_path_holding_path_to_later_is_one() -> None:
 
 def test_one_list_of_footnote_superscripts() -> None:
     # factmatch blanks the digits factpathrules ends names at: one definition
-    assert factmatch.SUPERSCRIPT_DIGITS is factpathrules.SUPERSCRIPT_DIGITS
+    assert factnormal.SUPERSCRIPT_DIGITS is factpathrules.SUPERSCRIPT_DIGITS
     more = re.compile(factpathrules.MORE_NAME)
     assert not any(more.match(digit) for digit in factpathrules.SUPERSCRIPT_DIGITS)
     assert all(more.match(c) for c in "a1_é٣")

@@ -124,9 +124,9 @@ _REFERENCE_IMPORTS = {
     "factpaths.py": {"factpathrules.EXTENSIONS", "factpathrules.SECOND_SUFFIXES"},
     "pathmasks.py": {"factpathrules.EXTENSIONS", "factpathrules.SECOND_SUFFIXES"},
     "facts.py": {
-        "factasks.is_acknowledgement", "factbounds.matches_at_start", "factmatch.WHITESPACE",
+        "factasks.is_acknowledgement", "factbounds.matches_at_start", "factnormal.WHITESPACE",
         "factmatch.Fact",
-        "factmatch.fact_in_text", "factmatch.normalize", "factmatch.normalize_fact",
+        "factmatch.fact_in_text", "factnormal.normalize", "factmatch.normalize_fact",
         "factmatch.retention", "facts._NUMBER_PATTERNS", "facts._VERSION_AFTER_NAME",
         "facts.VERSION_RANGE_TO", "toolcalls.COMMAND_KEYS", "toolcalls.EDITOR_TOOLS",
         "toolcalls.TERMINAL_COMMAND_KEYS", "toolcalls.bare_tool_name",

@@ -20,12 +20,15 @@ as their join did (:meth:`ctxledger.compressor.factmatch.Haystack.holds`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from helpers.fact_checks import facts_of, view_keeps
 from helpers.reference_facts.pathmasks import pytest_parameter_dashes
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctxledger.compressor import factmatch
 from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factgrep import grep_follows, tree_follows
 from ctxledger.compressor.factmatch import Haystack
@@ -235,3 +238,45 @@ def test_a_path_found_in_parameter_ids_reads_no_grep_separators() -> None:
     assert len(hay._follows) == 3
     assert not hay.holds("path", "a/x.sql")  # (its letters are all there: grep is read)
     assert len(hay._follows) == 4
+
+
+# Session 45 (audit10, item 3): the joined second readings (asked by a needle that may
+# span texts: empty, or with edge blanks) reuse the readings already read one at a
+# time. Their join is still every reading's pieces joined in ``_FOLLOWS``' order, and
+# no reading is read twice, whatever was asked before.
+
+_SPANNING = ["", " a.sql", "x.py "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_SOUP), max_size=30),
+    st.lists(st.sampled_from(_NEEDLES + _SPANNING), max_size=4),
+)
+@example(["a.py::t[", "x/a.sql", "-", "1", "]", "src/x.py", "-12-", "|--", "x.py"], ["a/x.sql"])
+@example(["\\n", "|--", "setup.py"], ["setup.py", ""])
+def test_the_joined_second_readings_read_each_reading_once(
+    pieces: list[str], asked: list[str]
+) -> None:
+    text = "".join(pieces)
+    expected = JOIN.join([p for follows in factmatch._FOLLOWS for p in follows(text) or []])
+    calls: list[str] = []
+
+    def counted(follows: Callable[[str], list[str] | None]) -> Callable[[str], list[str] | None]:
+        def read(text: str) -> list[str] | None:
+            calls.append(follows.__name__)
+            return follows(text)
+
+        return read
+
+    real = factmatch._FOLLOWS
+    factmatch._FOLLOWS = tuple(counted(follows) for follows in real)
+    try:
+        hay = Haystack(text)
+        for needle in asked:
+            hay.holds("path", needle)
+        assert hay._follows_joined().text == expected
+        hay.holds("path", "")
+    finally:
+        factmatch._FOLLOWS = real
+    assert len(calls) == len(set(calls)) <= len(real)

@@ -24,7 +24,7 @@ from ctxledger.analysis import factviews
 from ctxledger.analysis.audit import audit_chain
 from ctxledger.analysis.whatif import whatif
 from ctxledger.clock import SequentialIds, StepClock
-from ctxledger.compressor import factmatch, factstore, normalstore
+from ctxledger.compressor import factmatch, factnormal, factstore, normalstore
 from ctxledger.compressor import facts as facts_module
 from ctxledger.compressor.factmatch import Haystack, normalize, normalize_cased
 from ctxledger.events import MessageAppended, sha256_hex
@@ -45,12 +45,12 @@ _PIECES = st.sampled_from(
 @contextmanager
 def _pieces_of(size: int) -> Iterator[None]:
     """normalize_cased's long-text path for texts longer than `size` (tests lower it)."""
-    before = factmatch._PIECE
-    factmatch._PIECE = size
+    before = factnormal._PIECE
+    factnormal._PIECE = size
     try:
         yield
     finally:
-        factmatch._PIECE = before
+        factnormal._PIECE = before
 
 
 @settings(max_examples=200, deadline=None)
@@ -80,7 +80,7 @@ def test_stored_normal_forms_are_the_forms_made(text: str) -> None:
 def test_a_double_space_is_found_as_a_search_finds_it(text: str, block: int) -> None:
     """The latin-1 blocks read as UTF-16 units (0xd8-0xdf bytes make surrogates) and
     the rest searched as it is agree with ``"  " in text``, across block edges."""
-    assert factmatch.has_double_space(text, block) == ("  " in text)
+    assert factnormal.has_double_space(text, block) == ("  " in text)
 
 
 def test_a_text_not_latin1_early_is_searched_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,9 +97,9 @@ def test_a_text_not_latin1_early_is_searched_as_it_is(monkeypatch: pytest.Monkey
     monkeypatch.setattr(codecs, "utf_16_le_decode", counting)
     block = 1 << 12
     words = _words(8 * block // 5)
-    assert not factmatch.has_double_space("€" + words, block)
+    assert not factnormal.has_double_space("€" + words, block)
     assert decoded == []
-    assert factmatch.has_double_space(words + "€  ", block)
+    assert factnormal.has_double_space(words + "€  ", block)
     assert decoded and max(decoded[:2]) <= block // 16 + 1
 
 
@@ -120,7 +120,7 @@ def test_each_version_roots_at_the_module_that_computes_the_stored_value() -> No
         == "ctxledger.compressor.normalstore"
     )
     assert factstore.ROOT == factstore.computed_value.__module__ == "ctxledger.compressor.factstore"
-    assert "ctxledger.compressor.factmatch" in fingerprints.imported_modules(normalstore.ROOT)
+    assert "ctxledger.compressor.factnormal" in fingerprints.imported_modules(normalstore.ROOT)
     assert "ctxledger.compressor.facts" in fingerprints.imported_modules(factstore.ROOT)
 
 

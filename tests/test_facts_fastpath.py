@@ -26,6 +26,7 @@ from ctxledger.compressor import (
     factcodes,
     factkinds,
     factmatch,
+    factnormal,
     factpaths,
     facts,
     factscan,
@@ -441,16 +442,16 @@ def test_a_needle_rejected_at_every_other_position_is_searched_once() -> None:
 
 def test_other_spaces_are_every_split_char_but_the_space() -> None:
     every = {chr(i) for i in range(0x110000) if chr(i).isspace()}
-    assert set(factmatch.OTHER_SPACES) | {" "} == every
-    assert len(factmatch.OTHER_SPACES) == len(every) - 1
+    assert set(factnormal.OTHER_SPACES) | {" "} == every
+    assert len(factnormal.OTHER_SPACES) == len(every) - 1
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab \t\n\u00a0\u3000é", max_size=60))
 def test_collapsing_skips_only_texts_already_collapsed(text: str) -> None:
-    old = factmatch._PIECE
-    factmatch._PIECE = 3
+    old = factnormal._PIECE
+    factnormal._PIECE = 3
     try:
-        assert factmatch._collapsed(text) == " ".join(text.split())
+        assert factnormal._collapsed(text) == " ".join(text.split())
     finally:
-        factmatch._PIECE = old
+        factnormal._PIECE = old

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger import tokens
-from ctxledger.compressor import factmatch, facts
+from ctxledger.compressor import factmatch, factnormal, facts
 
 # --- the reference forms the fast ones must agree with ------------------------------------
 
@@ -23,7 +23,7 @@ def _reference_normalize(text: str) -> str:
     # session 31: superscript digits (a footnote's mark) read as blanks, before NFKC
     for superscript in "¹²³⁰⁴⁵⁶⁷⁸⁹":
         text = text.replace(superscript, " ")
-    text = unicodedata.normalize("NFKC", text).translate(factmatch._QUOTE_TABLE)
+    text = unicodedata.normalize("NFKC", text).translate(factnormal._QUOTE_TABLE)
     return re.sub(r"\s+", " ", text).strip().casefold()
 
 
@@ -60,12 +60,12 @@ def test_a_long_dotted_name_run_gives_the_reference_facts(piece: str) -> None:
     )
 )
 def test_normalize_in_pieces_equals_the_whole_text_form(text: str) -> None:
-    old_piece = factmatch._PIECE
-    factmatch._PIECE = 8  # many pieces, cut at whitespace
+    old_piece = factnormal._PIECE
+    factnormal._PIECE = 8  # many pieces, cut at whitespace
     try:
         assert factmatch.normalize(text) == _reference_normalize(text)
     finally:
-        factmatch._PIECE = old_piece
+        factnormal._PIECE = old_piece
     assert factmatch.normalize(text) == _reference_normalize(text)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ctxledger.compressor.factbounds import matches_at_start
-from ctxledger.compressor.factmatch import normalize
+from ctxledger.compressor.factnormal import normalize
 from ctxledger.compressor.factsentences import cap_text
 
 __all__ = ["ASK_MARGIN", "ask_cut", "is_acknowledgement", "states_no_task"]

@@ -1,6 +1,6 @@
 """Facts and how a text is checked for them: the matching half of :mod:`ctxledger.compressor.facts`.
 
-Matching is normalized (:func:`normalize`): case-folded, whitespace collapsed, curly
+Matching is normalized (:func:`.factnormal.normalize`): case-folded, whitespace collapsed, curly
 quotes straightened, backslashes read as path separators, superscript digits (a
 footnote's mark) read as blanks; a fact that begins or ends
 with a word character only matches on word boundaries, so ``foo`` is not found inside
@@ -26,10 +26,8 @@ JSON encoding doubles its backslashes is still found in the call that ran it.
 
 from __future__ import annotations
 
-import codecs
 import re
 import threading
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -41,12 +39,11 @@ from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factelided import states_elided
 from ctxledger.compressor.factescapes import escape_follows
 from ctxledger.compressor.factgrep import grep_follows, tree_follows
+from ctxledger.compressor.factnormal import normalize, normalize_cased
 from ctxledger.compressor.factparams import parameter_ids
-from ctxledger.compressor.factpathrules import SUPERSCRIPT_DIGITS
 from ctxledger.compressor.factranges import states_lines
 from ctxledger.compressor.factscan import JOIN as JOIN  # (one constant, read here too)
-from ctxledger.compressor.factscan import LONG_TEXT, casefolded, pieces
-from ctxledger.compressor.factscan import PIECE as _PIECE  # (tests lower it here)
+from ctxledger.compressor.factscan import LONG_TEXT
 from ctxledger.compressor.toolcalls import ELIDED, call_name_and_args
 
 
@@ -61,21 +58,6 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
     role: str = ""
 
 
-_QUOTE_TABLE = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201a": "'",
-        "\u201b": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u201e": '"',
-        "\u00ab": '"',
-        "\u00bb": '"',
-        "\\": "/",
-    }
-)
-WHITESPACE = re.compile(r"\s+")
 #: kinds matched without case folding (code is case-sensitive)
 CASE_SENSITIVE_KINDS = frozenset({"identifier"})
 
@@ -106,116 +88,6 @@ _LINE_MARK = " \x00"
 _EXIT_CODE = re.compile(r"exit code ([0-9]+)")
 
 
-# superscript digits, a footnote's mark (``x.log¹``): NFKC makes them digits
-# (``x.log1``, another name), so they are read as a blank first
-_SUPERSCRIPT_TABLE = str.maketrans(dict.fromkeys(SUPERSCRIPT_DIGITS, " "))
-
-
-def _fold_cased(text: str) -> str:
-    if text.isascii():  # NFKC leaves ASCII alone and "\\" is the only quote in it
-        return text.replace("\\", "/")
-    if any(digit in text for digit in SUPERSCRIPT_DIGITS):  # (a memchr each)
-        text = text.translate(_SUPERSCRIPT_TABLE)
-    return unicodedata.normalize("NFKC", text).translate(_QUOTE_TABLE)
-
-
-def normalize(text: str) -> str:
-    """The form facts and texts are compared in."""
-    return casefolded(normalize_cased(text))
-
-
-def normalize_cased(text: str) -> str:
-    """:func:`normalize` without the case folding (how identifiers are compared).
-
-    Linear and cheap on long texts (issue 14): ASCII stretches of a megabyte-sized text
-    take the fast path even when one character elsewhere is not ASCII.
-    """
-    # str.split() and the \\s of WHITESPACE agree on what whitespace is (Py_UNICODE_ISSPACE)
-    return _collapsed(fold_cased(text))
-
-
-def fold_cased(text: str) -> str:
-    """:func:`normalize_cased` but for the whitespace (NFKC, quotes, backslashes)."""
-    if len(text) <= _PIECE or text.isascii():  # (every fact's value: no list made)
-        return _fold_cased(text)
-    return "".join([_fold_cased(piece) for piece in fold_pieces(text)])
-
-
-def fold_pieces(text: str) -> list[str]:
-    """The pieces :func:`fold_cased` folds one by one: a long text that is not ASCII is
-    cut before ASCII whitespace, a starter that composes with nothing (NFKC of the
-    pieces is NFKC of the whole); any other is one piece."""
-    return pieces(text, _PIECE) if len(text) > _PIECE and not text.isascii() else [text]
-
-
-def folds_to_itself(parts: list[str]) -> bool:
-    """Whether folding each of `parts` (:func:`fold_pieces`) leaves it as it is, so that
-    :func:`fold_cased` leaves their text as it is; an ASCII part is not folded to tell
-    (it is, when it holds no backslash)."""
-    return all(("\\" not in p) if p.isascii() else _fold_cased(p) == p for p in parts)
-
-
-#: every character ``str.split()`` splits on but the space (tested on every code point)
-OTHER_SPACES = (
-    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-
-
-def _collapsed(text: str) -> str:
-    """``" ".join(text.split())``; a long text already in that form is not split (a 10 MB
-    message of single-spaced words is two million pieces)."""
-    if len(text) > _PIECE and single_spaced(text):
-        return text
-    return " ".join(text.split())
-
-
-def single_spaced(text: str) -> bool:
-    """Whether ``" ".join(text.split()) == text``: no whitespace but single spaces
-    between non-blanks (a few ``memchr``; a text holding a newline fails at once)."""
-    return not (
-        any(space in text for space in OTHER_SPACES)
-        or text.startswith(" ")
-        or text.endswith(" ")
-        or has_double_space(text)
-    )
-
-
-#: a long text is looked at for two spaces in blocks of this many characters
-DOUBLE_SPACE_BLOCK = 1 << 20
-
-
-def has_double_space(text: str, block: int = DOUBLE_SPACE_BLOCK) -> bool:
-    """``"  " in text``, ~3x faster on a long text of one byte per character.
-
-    A two-character search stops at every space (~1.3 ns a character on words). A block
-    that encodes as latin-1 is read instead as UTF-16 units at both byte alignments:
-    two spaces meet exactly where one of them holds U+2020 (a unit of 0x2020 is never
-    half of a surrogate pair, and lone surrogates pass), and finding one character is a
-    ``memchr``-speed scan. Blocks overlap by one character. Once a block is not latin-1
-    the rest of the text is searched as it is, in place (a text of wider characters
-    would pay an encode that fails per block, and a slice, on top of the plain search);
-    blocks start at a 16th of `block` and double, so the encode such a text wastes is
-    small beside the search, or beside what the blocks before it saved.
-    """
-    if len(text) <= block:
-        return "  " in text
-    start, size = 0, max(1, block >> 4)
-    while start < len(text):
-        part = text[start : start + size + 1]
-        try:
-            data = memoryview(part.encode("latin-1"))
-        except UnicodeEncodeError:
-            return text.find("  ", start) >= 0
-        n = len(data)
-        even = codecs.utf_16_le_decode(data[: n - n % 2], "surrogatepass", True)[0]
-        odd = codecs.utf_16_le_decode(data[1 : n - (n - 1) % 2], "surrogatepass", True)[0]
-        if "\u2020" in even or "\u2020" in odd:
-            return True
-        start, size = start + size, min(2 * size, block)
-    return False
-
-
 #: a text's ``(normalize_cased, normalize)``
 Forms = tuple[str, str]
 #: what tells a long text's forms when they are known without making them (or None)
@@ -230,6 +102,7 @@ class Haystack:
         "_cased",
         "_escaped",
         "_exit_codes",
+        "_follow_hays",
         "_follows",
         "_lined",
         "_present",
@@ -247,9 +120,11 @@ class Haystack:
         #: `folded` with each line's end marked (:meth:`_ends_a_line`), made when first asked
         self._lined: str | None = None
         self._escaped: bool | None = None
-        #: a path's second readings (:data:`_FOLLOWS`), each made when first needed (None:
-        #: empty), and all of them joined (False until asked: :meth:`_follows_joined`)
-        self._follows: list[Haystack | None] = []
+        #: a path's second readings (:data:`_FOLLOWS`): each one's text, read when first
+        #: needed (None: empty, :meth:`_read`), its haystack (:meth:`_follow`), and all of
+        #: them joined (False until asked: :meth:`_follows_joined`)
+        self._follows: list[str | None] = []
+        self._follow_hays: dict[int, Haystack] = {}
         self._unescaped: Haystack | Literal[False] = False
         #: (case-sensitive, path, written with a backslash, needle) -> answer, kept for long texts only
         self._answers: dict[tuple[bool, bool, bool, str], bool] | None = (
@@ -294,19 +169,38 @@ class Haystack:
             return self._follows_joined()._holds_fact(kind, normalized, windows)
         if not self._may_hold(False, self.folded, _NOT_ASCII_ALNUM.sub("", normalized)):
             return False
-        for at, follows in enumerate(_FOLLOWS):
-            if at == len(self._follows):
-                read = follows(self.text)
-                self._follows.append(Haystack(JOIN.join(read)) if read else None)
-            hay = self._follows[at]
+        for at in range(len(_FOLLOWS)):
+            hay = self._follow(at)
             if hay is not None and hay._holds_fact(kind, normalized, windows):
                 return True
         return False
 
+    def _read(self, at: int) -> str | None:
+        """The text of the `at`-th second reading (:data:`_FOLLOWS`): its pieces joined
+        by JOIN, None when it has none. Each reading is read once, in order."""
+        while len(self._follows) <= at:
+            read = _FOLLOWS[len(self._follows)](self.text)
+            self._follows.append(JOIN.join(read) if read else None)
+        return self._follows[at]
+
+    def _follow(self, at: int) -> Haystack | None:
+        """The `at`-th second reading as a haystack, made when first asked."""
+        hay = self._follow_hays.get(at)
+        if hay is None:
+            text = self._read(at)
+            if text is None:
+                return None
+            hay = self._follow_hays[at] = Haystack(text)
+        return hay
+
     def _follows_joined(self) -> Haystack:
+        """Every second reading's pieces joined, in :data:`_FOLLOWS`' order. That is the
+        readings' texts (:meth:`_read`) joined, those with none left out: JOIN-joining
+        two JOIN-joined non-empty lists is JOIN-joining the one list. No reading already
+        read is read again (session 45)."""
         if self._unescaped is False:
-            read = [piece for follows in _FOLLOWS for piece in follows(self.text) or []]
-            self._unescaped = Haystack(JOIN.join(read))
+            texts = [self._read(at) for at in range(len(_FOLLOWS))]
+            self._unescaped = Haystack(JOIN.join([t for t in texts if t is not None]))
         return self._unescaped
 
     def _holds_fact(self, kind: str, normalized: str, windows: bool) -> bool:

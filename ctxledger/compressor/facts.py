@@ -41,15 +41,9 @@ from ctxledger.compressor.factkinds import (
     shell_error_lines,
 )
 from ctxledger.compressor.factkinds import _error_lines as _error_lines
-from ctxledger.compressor.factmatch import (
-    WHITESPACE,
-    Fact,
-    fact_in_text,
-    normalize,
-    normalize_fact,
-    retention,
-)
+from ctxledger.compressor.factmatch import Fact, fact_in_text, normalize_fact, retention
 from ctxledger.compressor.factnoise import diff_side, in_file_listing, stated
+from ctxledger.compressor.factnormal import WHITESPACE, normalize
 from ctxledger.compressor.factpaths import (
     bounded,
     find_paths,

@@ -11,7 +11,7 @@ takes the forms as they are (:func:`read_forms`) instead of making them.
 
 Any other text stores a 0 (nothing known: the forms are made as before); telling it
 apart costs a few ``memchr`` (a text holding a newline is not in normal form). The
-version is :data:`ENCODING` and the fingerprint of the matching code (``factmatch``
+version is :data:`ENCODING` and the fingerprint of the folding code (``factnormal``
 and what it imports, :mod:`ctxledger.eventstore.fingerprints`): other code, no value.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxledger.compressor.factmatch import fold_pieces, folds_to_itself, single_spaced
+from ctxledger.compressor.factnormal import fold_pieces, folds_to_itself, single_spaced
 from ctxledger.compressor.factscan import casefolded
 from ctxledger.eventstore.fingerprints import CodeVersion
 
@@ -30,7 +30,7 @@ ENCODING = "normal-1"
 #: the derived-value kind (it depends on the content alone)
 KIND = "normal"
 #: the module whose imports the fingerprint follows: this one, which computes and reads
-#: the byte (its graph holds ``factmatch``, where ``normalize`` lives)
+#: the byte (its graph holds ``factnormal``, where ``normalize`` lives)
 ROOT = __name__
 
 #: ``normalize_cased(text) == text``

@@ -28,14 +28,8 @@ from typing import Any
 # rules changed since c2756f6 (session 28), not fast paths: shared with the module under test
 from ctxledger.compressor.factasks import is_acknowledgement
 from ctxledger.compressor.factbounds import matches_at_start
-from ctxledger.compressor.factmatch import (
-    WHITESPACE,
-    Fact,
-    fact_in_text,
-    normalize,
-    normalize_fact,
-    retention,
-)
+from ctxledger.compressor.factmatch import Fact, fact_in_text, normalize_fact, retention
+from ctxledger.compressor.factnormal import WHITESPACE, normalize
 from ctxledger.compressor.facts import (
     _NUMBER_PATTERNS,
     _VERSION_AFTER_NAME,

@@ -91,10 +91,10 @@ def path_text(text: str) -> str:
 def tree_branches(text: str) -> list[tuple[int, int]]:
     """Session 34: a tree's branches glued to a name, each from its line's start: blanks
     and ``|``, then a ``|`` (the last of them) or a backquote or ``+``, then two dashes or
-    more, then a letter, digit, ``_`` or ``.``."""
+    more, then a letter, digit, ``_`` or ``.``. Session 45: a line starts after a newline
+    or a NUL (the matcher's JOIN between two texts)."""
     spans: list[tuple[int, int]] = []
-    offset = 0
-    for line in text.split("\n"):
+    for offset, line in _lines(text):
         blanks = 0
         while blanks < len(line) and line[blanks] in " \t|":
             blanks += 1
@@ -113,7 +113,6 @@ def tree_branches(text: str) -> list[tuple[int, int]]:
             and (after.isalnum() or after in "_.")
         ):
             spans.append((offset, offset + end))
-        offset += len(line) + 1
     return spans
 
 
@@ -125,22 +124,47 @@ def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
     ``~``, when what follows the ``-`` is no blank and no ``]``, and a ``/`` stands
     between the bracket (or the last such ``-``) and it. Session 44: before those, the
     bracket's first name and its ``/`` when that name holds a ``-`` (a parameter glued
-    on or a folder's own ``-``: pytest writes both alike, so the path starts after it)."""
+    on or a folder's own ``-``: pytest writes both alike, so the path starts after it).
+    Session 45: likewise a parameter up to the ``/`` after a ``-`` that follows a known
+    extension (``a/b.sql-utf-8-data/`` in ``[a/b.sql-utf-8-data/c.sql]``). All in the
+    order they stand."""
     spans: list[tuple[int, int]] = []
     for line_start, line in _lines(text):
         at = line.find("[")
         while at != -1:
             close = line.find("]", at)
             inside = line[at + 1 : close] if close != -1 else ""
-            if close != -1 and _one_id(inside) and _node_before(line[:at]):
-                names = inside.split("/")
-                if len(names) > 1 and "-" in names[0]:
-                    spans.append((line_start + at + 1, line_start + at + 1 + _blanked(names)))
+            named = close != -1 and (_node_before(line[:at]) or _case_line(line, at, close))
+            if named and _one_id(inside) and "/" in inside:
+                cuts = _dashes(inside)
+                found = _glued_parameters(inside, cuts) + [(d, d + 1) for d in cuts]
                 spans.extend(
-                    (line_start + at + 1 + d, line_start + at + 2 + d) for d in _dashes(inside)
+                    (line_start + at + 1 + a, line_start + at + 1 + b) for a, b in sorted(found)
                 )
             at = line.find("[", at + 1)
     return spans
+
+
+def _glued_parameters(inside: str, cuts: list[int]) -> list[tuple[int, int]]:
+    """Session 45: per parameter (`inside` cut at `cuts`), what is blanked from its
+    start: up to the ``/`` after the bracket's first name when it holds a ``-``
+    (session 44), and after each ``-`` following a known extension with a ``/`` before
+    the next such ``-`` (a file then a parameter, or a folder's name: both readings
+    share only what follows), each with the empty, ``.`` and ``..`` names after it."""
+    candidates = [d for d in range(len(inside)) if _after_extension(inside, d)]
+    glued = [
+        d
+        for n, d in enumerate(candidates)
+        if "/" in inside[d + 1 : [*candidates, len(inside)][n + 1]]
+    ]
+    if "-" in inside.split("/")[0]:
+        glued.insert(0, 0)
+    found = []
+    for first, stop in zip([0] + [c + 1 for c in cuts], [*cuts, len(inside)], strict=True):
+        ends = [d + _blanked(inside[d:].split("/")) for d in glued if first <= d < stop]
+        if ends:
+            found.append((first, max(ends)))
+    return found
 
 
 def _blanked(names: list[str]) -> int:
@@ -160,9 +184,15 @@ def _one_id(inside: str) -> bool:
     return not any(c in "[]\x00" or c.isspace() for c in inside)
 
 
+#: where a line ends (compiled once: no pattern is compiled while a text is read)
+_LINE_ENDS = re.compile("[\n\x00]")
+
+
 def _lines(text: str) -> list[tuple[int, str]]:
+    """Each line of `text` and where it starts: a line ends at a newline or a NUL (the
+    matcher's JOIN between two texts), session 45."""
     out, offset = [], 0
-    for line in text.split("\n"):
+    for line in _LINE_ENDS.split(text):
         out.append((offset, line))
         offset += len(line) + 1
     return out
@@ -173,11 +203,38 @@ def _node_before(head: str) -> bool:
     digits and ``_``)."""
     parts = head.split("::")
     at = len(parts) - 1
-    while at >= 1 and parts[at] != "" and all(c.isalnum() or c == "_" for c in parts[at]):
+    while at >= 1 and _is_name(parts[at]):
         if parts[at - 1].endswith(".py"):
             return True
         at -= 1
     return False
+
+
+def _case_line(line: str, at: int, close: int) -> bool:
+    """Session 45: whether the bracket ``line[at:close + 1]`` names a case in a line of
+    its own without its file: a failure's or error's header (underscores, a blank, maybe
+    ``ERROR at setup of `` or ``ERROR at teardown of ``, names joined by ``.``, the
+    bracket, a blank, underscores) or ``--collect-only``'s ``<Function name[…]>``; one
+    ``\r`` may end the line."""
+    head, tail = line[:at], line[close + 1 :].removesuffix("\r")
+    if tail == ">":
+        name = head.lstrip(" ").removeprefix("<Function ")
+        return head.lstrip(" ").startswith("<Function ") and _is_name(name)
+    if not (tail[:1] == " " and tail[1:] and set(tail[1:]) == {"_"}):
+        return False
+    title = head.lstrip("_")
+    if title == head or not title.startswith(" "):
+        return False
+    title = title[1:]
+    for prefix in ("ERROR at setup of ", "ERROR at teardown of "):
+        if title.startswith(prefix):
+            title = title[len(prefix) :]
+            break
+    return all(_is_name(name) for name in title.split("."))
+
+
+def _is_name(name: str) -> bool:
+    return name != "" and all(c.isalnum() or c == "_" for c in name)
 
 
 def _dashes(inside: str) -> list[int]:

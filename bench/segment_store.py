@@ -34,7 +34,7 @@ import msgspec
 from ctxledger.errors import ConcurrencyError
 from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore import sqlite_sql as q
-from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,

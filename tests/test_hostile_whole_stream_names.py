@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from ctxledger.errors import DuplicateEventError
-from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.resends import already_stored
 from ctxledger.eventstore.rows import ChainVerifier
 

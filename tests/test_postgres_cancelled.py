@@ -305,7 +305,7 @@ def test_a_deadlock_with_a_writer_that_skips_the_blob_lock_is_reported_as_cancel
     from test_postgres_sealing import wait_until
 
     from ctxledger.eventstore import streamed
-    from ctxledger.eventstore.base import prepare_append
+    from ctxledger.eventstore.preparing import prepare_append
 
     monkeypatch.setattr(streamed, "CHUNK", 5)
     events = _events("ses_i", 12, "i", big=7)

@@ -57,11 +57,9 @@ from ctxledger.eventstore.base import (
     AppendRequest,
     Durability,
     EventStore,
-    PreparedBatch,
     check_durability,
     in_versions,
     of_stream,
-    prepare_append,
 )
 from ctxledger.eventstore.leases import Release
 from ctxledger.eventstore.paging import paged
@@ -85,6 +83,7 @@ from ctxledger.eventstore.postgres_url import (
     is_postgres_url,
     split_schema,
 )
+from ctxledger.eventstore.preparing import PreparedBatch, prepare_append
 from ctxledger.eventstore.rows import (
     BlobChecks,
     ChainVerifier,

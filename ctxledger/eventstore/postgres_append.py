@@ -33,9 +33,9 @@ from psycopg import generators, pq
 
 from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.base import PreparedBatch
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
 from ctxledger.eventstore.postgres_errors import leaving
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 

@@ -47,11 +47,9 @@ from ctxledger.eventstore.base import (
     AppendRequest,
     Durability,
     EventStore,
-    PreparedBatch,
     StreamedRequest,
     in_versions,
     of_stream,
-    prepare_append,
     sound_ends,
 )
 from ctxledger.eventstore.derived import SQLiteDerived
@@ -64,6 +62,7 @@ from ctxledger.eventstore.migrations import (
     unmade_ledger,
 )
 from ctxledger.eventstore.paging import paged
+from ctxledger.eventstore.preparing import PreparedBatch, prepare_append
 from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
     Unchanged,

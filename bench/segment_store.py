@@ -39,15 +39,14 @@ from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, bl
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     MESSAGE_SCHEMA,
-    ChainVerifier,
     ColumnRow,
     HeadedRow,
     HeadRow,
-    VerifyReport,
     chain_tip,
     decode_bodies,
 )
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.eventstore.verifier import ChainVerifier, VerifyReport
 from ctxledger.messages import JSON
 
 SCHEMA = (

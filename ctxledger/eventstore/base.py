@@ -18,9 +18,10 @@ Contract (checked by :mod:`ctxledger.testing.eventstore` for every backend):
 * Large message contents and blobs are stored once, content-addressed by sha256.
 
 The hash chain (:func:`~ctxledger.eventstore.rows.chain_hash`,
-:func:`~ctxledger.eventstore.rows.link_hash`) and the walk that checks it
-(:class:`~ctxledger.eventstore.rows.ChainVerifier`) live in :mod:`ctxledger.eventstore.rows`,
-not in a backend, so every backend computes and checks the same chain.
+:func:`~ctxledger.eventstore.rows.link_hash`, in :mod:`ctxledger.eventstore.rows`) and the
+walk that checks it (:class:`~ctxledger.eventstore.verifier.ChainVerifier`) live outside
+any backend, so every backend computes and checks the same chain; so does the preparing
+of an append (:func:`~ctxledger.eventstore.preparing.prepare_append`).
 """
 
 from __future__ import annotations
@@ -48,13 +49,9 @@ from ctxledger.eventstore import leases
 from ctxledger.eventstore.backoff import Backoff
 from ctxledger.eventstore.leases import LocalLeases, Release
 from ctxledger.eventstore.paging import seq_runs
-from ctxledger.eventstore.rows import (
-    ChainFormat,
-    StoredRow,
-    VerifyReport,
-    shown,
-)
+from ctxledger.eventstore.rows import ChainFormat, StoredRow, shown
 from ctxledger.eventstore.seals import append_sealed
+from ctxledger.eventstore.verifier import VerifyReport
 from ctxledger.integers import shown as quoted
 from ctxledger.integers import shown_id  # ids: whole, so `stem#2`/`stem#3` read apart
 

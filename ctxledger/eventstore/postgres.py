@@ -84,14 +84,8 @@ from ctxledger.eventstore.postgres_url import (
     split_schema,
 )
 from ctxledger.eventstore.preparing import PreparedBatch, prepare_append
-from ctxledger.eventstore.rows import (
-    BlobChecks,
-    ChainVerifier,
-    HeadRow,
-    StoredRow,
-    VerifyReport,
-    decode_rows,
-)
+from ctxledger.eventstore.rows import HeadRow, StoredRow, decode_rows
+from ctxledger.eventstore.verifier import BlobChecks, ChainVerifier, VerifyReport
 from ctxledger.integers import shown
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]

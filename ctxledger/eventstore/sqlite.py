@@ -73,11 +73,8 @@ from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, bl
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
-    BlobChecks,
-    ChainVerifier,
     HeadedRow,
     StoredRow,
-    VerifyReport,
     chain_rows,
     chain_tip,
     decode_rows,
@@ -86,6 +83,7 @@ from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, check_
 from ctxledger.eventstore.sqlite_errors import check_numbered, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 from ctxledger.eventstore.sqlite_stream import insert_rows, write_stream
+from ctxledger.eventstore.verifier import BlobChecks, ChainVerifier, VerifyReport
 
 if sys.platform != "win32":
     import fcntl

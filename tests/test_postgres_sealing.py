@@ -21,7 +21,7 @@ import pytest
 from helpers.pg_server import PgServer, schema_at
 
 from ctxledger.eventstore import AppendRequest
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.postgres_append import Appender
 from ctxledger.testing.eventstore import message

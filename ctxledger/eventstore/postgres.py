@@ -50,7 +50,7 @@ from ctxledger.errors import (
     UnknownBlob,
 )
 from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.backoff import Backoff
 from ctxledger.eventstore.base import (
     MAX_SEQ,
@@ -74,6 +74,7 @@ from ctxledger.eventstore.postgres_derived import PgDerived
 from ctxledger.eventstore.postgres_errors import ConnectionLost, ServerCancelled, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import Listener
+from ctxledger.eventstore.postgres_schema import PG_MIGRATIONS
 from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schema
 from ctxledger.eventstore.postgres_stream import PgStreamed
 from ctxledger.eventstore.postgres_url import (
@@ -167,7 +168,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
         try:  # the pool's first connection compared with the open's, then the tables made
             kwargs = {**self._kwargs, "prepare_threshold": None}  # (psycopg's: DEALLOCATE ALL)
             self._pool = setup.pool(conninfo, kwargs, pool_size, connect_timeout)
-            q.PG_MIGRATIONS.apply(opener, self.schema)
+            PG_MIGRATIONS.apply(opener, self.schema)
             self.ledger_id = str(opener.execute(q.LEDGER_ID).fetchall()[0][0])
         except BaseException as exc:
             if hasattr(self, "_pool"):

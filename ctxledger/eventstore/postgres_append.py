@@ -32,7 +32,7 @@ import psycopg.errors
 from psycopg import generators, pq
 
 from ctxledger.errors import ConcurrencyError
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
 from ctxledger.eventstore.postgres_errors import leaving
 from ctxledger.eventstore.preparing import PreparedBatch

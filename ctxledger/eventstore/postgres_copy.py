@@ -39,7 +39,7 @@ import psycopg.errors
 from psycopg import generators, pq
 from psycopg.abc import PQGen
 
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.base import AppendRequest
 from ctxledger.eventstore.postgres_errors import leaving
 from ctxledger.eventstore.preparing import PreparedBatch

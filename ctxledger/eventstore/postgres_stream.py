@@ -47,7 +47,7 @@ import psycopg_pool
 from psycopg import generators, pq
 
 from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput, StoreError
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import StreamedRequest
 from ctxledger.eventstore.postgres_append import BLOB_LOCK, Appender

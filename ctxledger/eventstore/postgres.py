@@ -210,10 +210,8 @@ class PostgresEventStore(PgDerived, PgStreamed, PgReads, EventStore):
                 raise self._translate(exc, action) from exc
         raise AssertionError("unreachable")
 
-    def _translate(
-        self, exc: psycopg.Error, action: str, *, one_transaction: bool = False
-    ) -> CtxLedgerError:
-        error = translated(exc, action, self.where, one_transaction=one_transaction)
+    def _translate(self, exc: psycopg.Error, action: str) -> CtxLedgerError:
+        error = translated(exc, action, self.where)
         if isinstance(exc, psycopg_pool.PoolTimeout) and isinstance(error, ConnectionLost):
             return self._setup.timed_out(error)  # (with why new connections were refused)
         return error

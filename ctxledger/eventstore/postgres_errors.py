@@ -21,7 +21,13 @@ from ctxledger.errors import (
     StoreError,
 )
 
-__all__ = ["ConnectionLost", "Left", "ServerCancelled", "leaving", "translated"]
+__all__ = [
+    "ConnectionLost",
+    "Left",
+    "ServerCancelled",
+    "leaving",
+    "translated",
+]
 
 _RESEND = "; an append cut off may or may not be stored: re-send the same events (ids make it safe)"
 #: what a role needs on a ledger's schema (the README's PostgreSQL section says the same)
@@ -106,16 +112,14 @@ def leaving(left: Left) -> Iterator[None]:
 _UNKNOWN_END = "40003"
 
 
-def translated(
-    exc: psycopg.Error, action: str, where: str, *, one_transaction: bool = False
-) -> CtxLedgerError:
+def translated(exc: psycopg.Error, action: str, where: str) -> CtxLedgerError:
     """The error to raise for `exc` met while trying to `action` in the ledger `where`.
 
-    `one_transaction`: the append ran in one transaction (the streamed one), so a cancel
-    wrote nothing of it. Otherwise the path that met `exc` said what it had left
-    (:func:`leaving`): nothing (one transaction), its rows committed (a small append
-    cut while it waited for the seal: stored, the next writer's seal shows them), or
-    maybe (a one-event call, whose insert and wait are one statement: re-send)."""
+    A cancelled append says what the path that met `exc` had left (:func:`leaving`):
+    nothing (one transaction: client-side, COPY, streamed, a small append's insert),
+    its rows committed (a small append cut while it waited for the seal: stored, the
+    next writer's seal shows them), or maybe (a one-event call, whose insert and wait
+    are one statement, or a path that said nothing: re-send)."""
     said = f"could not {action} in {where}"
     detail = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, psycopg.errors.DiskFull):
@@ -133,7 +137,7 @@ def translated(
         why, remedy = cancelled
         tail = ": retry"
         if action == "append":
-            tail = _LEFT["nothing" if one_transaction else getattr(exc, _LEFT_ATTR, "maybe")]
+            tail = _LEFT[getattr(exc, _LEFT_ATTR, "maybe")]
         return ServerCancelled(
             f"{said}: the server cancelled it ({detail}): {why}; its transaction was "
             f"rolled back{tail}{remedy}"

@@ -52,6 +52,7 @@ from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import StreamedRequest
 from ctxledger.eventstore.postgres_append import BLOB_LOCK, Appender
 from ctxledger.eventstore.postgres_copy import RowPacker
+from ctxledger.eventstore.postgres_errors import leaving
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 from ctxledger.eventstore.streamed import PreparedChunk, checked_request, prepared_chunks
 
@@ -98,7 +99,7 @@ class PgStreamed:
     _blob_threshold: int
     _closed: bool
     where: str
-    _translate: Callable[..., CtxLedgerError]  # (exc, action, *, one_transaction)
+    _translate: Callable[[psycopg.Error, str], CtxLedgerError]
 
     def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """``append_many`` of requests whose events may be generators, encoded and
@@ -109,10 +110,10 @@ class PgStreamed:
                 f"the event store {self.where} is closed; open a new PostgresEventStore"
             )
         try:
-            with self._pool.connection() as conn:
+            with leaving("nothing"), self._pool.connection() as conn:  # (one transaction)
                 return StreamWriter(conn, self._appender, self._blob_threshold).write(requests)
         except psycopg.Error as exc:
-            raise self._translate(exc, "append", one_transaction=True) from exc
+            raise self._translate(exc, "append") from exc
 
 
 class StreamWriter:

@@ -84,7 +84,7 @@ def test_a_cancelled_operation_is_a_rolled_back_server_cancelled(
     assert not any(other in said for other in others)
     read = str(translated(cls("cancelled"), "read events", "ledger x"))
     assert "rolled back: retry" in read and "append" not in read
-    # an append whose path said nothing (a one-event call) may have committed its rows
+    # an append whose path said nothing may have committed its rows
     maybe = str(translated(cls("cancelled"), "append", "ledger x"))
     assert "nothing of the append" not in maybe
     assert maybe.endswith(remedy if remedy != "retry" else "(ids make it safe)")
@@ -263,10 +263,12 @@ def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stor
 def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op(
     pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A small append commits its row unsealed, then waits for the append lock; the
+    """A one-event ``CALL`` commits its row unsealed, then waits for the append lock; the
     role's lock_timeout cuts that wait, but the row is committed and the next writer's
-    seal stores it. So the error says to re-send the same events, not that nothing was
-    written: the re-send (same ids) answers the stored version and adds nothing."""
+    seal stores it. The store looks the id up after the cancel (session 45; before, it
+    said "may be stored"), so the error says the events are stored, as a small
+    append's cut wait does: the re-send (same ids) answers the stored version and adds
+    nothing."""
     with (
         role_url(pg_server, tmp_path, "ow", lock_timeout=200) as url,
         PostgresEventStore(url, index_dir=tmp_path) as store,
@@ -278,11 +280,68 @@ def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
             store.append("ses_b", [one], 0)
         assert taken == {"call": 1}  # (call_one: no call_many)
-        assert "lock timeout" in str(caught.value)
-        assert "re-send the same events" in str(caught.value)
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append" not in said
+        assert "its events were committed before it waited for another writer's seal" in said
+        assert "may be stored" not in said
         assert store.append("ses_b", [one], 0) == 1  # the re-send: already stored
         assert store.last_seq() == before + 1 and store.stream_version("ses_b") == 1
         assert store.verify().ok
+
+
+def test_a_one_event_append_cut_before_its_row_committed_says_nothing_was_written(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same ``CALL`` cut before its commit: another session has inserted the new
+    stream's row and not committed, so the procedure's own insert of it waits on the
+    unique index until the role's lock_timeout cuts it. Nothing of the append was
+    written, and the message says so (session 45: the look-up of its id finds none);
+    once the other session rolls back, the retry appends it once."""
+    with (
+        role_url(pg_server, tmp_path, "ob", lock_timeout=200) as url,
+        PostgresEventStore(url, index_dir=tmp_path) as store,
+    ):
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        before = store.last_seq()
+        (one,) = _events("ses_b", 1, "b")[:1]
+        taken = paths_taken(monkeypatch)
+        with psycopg.connect(pg_server.url) as other:  # (a transaction left open)
+            other.execute(
+                f"INSERT INTO {store.schema}.streams (stream_id, stream)"
+                f" VALUES (nextval('{store.schema}.streams_id_seq'), 'ses_b')"
+            )
+            with pytest.raises(ServerCancelled) as caught:
+                store.append("ses_b", [one], 0)
+            other.rollback()
+        assert taken == {"call": 1}
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append was written: retry" in said
+        assert "re-send" not in said and "committed" not in said
+        store.settle()
+        assert store.last_seq() == before and store.stream_version("ses_b") == 0
+        assert store.append("ses_b", [one], 0) == 1
+        assert store.last_seq() == before + 1 and store.verify().ok
+
+
+def test_a_one_event_append_whose_session_ended_may_be_stored() -> None:
+    """When the look-up cannot be made (the cancel ended the session: an idle or
+    transaction timeout), a cut one-event append still says it may be stored."""
+    from ctxledger.eventstore.postgres_append import _one_left
+
+    class Gone:
+        broken = True
+
+    cut = psycopg.errors.LockNotAvailable("lock timeout")
+    assert _one_left(Gone(), cut, "e1") == "maybe"  # type: ignore[arg-type]
+    assert _one_left(Gone(), psycopg.errors.UniqueViolation("dup"), "e1") == "maybe"  # type: ignore[arg-type]
+
+    class Failing:
+        broken = False
+
+        def execute(self, *args: object) -> object:
+            raise psycopg.OperationalError("the server closed the connection")
+
+    assert _one_left(Failing(), cut, "e1") == "maybe"  # type: ignore[arg-type]
 
 
 def waiting(pg_server: PgServer, event: str = "transactionid") -> bool:

@@ -34,7 +34,7 @@ from psycopg import generators, pq
 from ctxledger.errors import ConcurrencyError
 from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
-from ctxledger.eventstore.postgres_errors import leaving
+from ctxledger.eventstore.postgres_errors import Left, cancelled, leaving, mark
 from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
@@ -110,6 +110,21 @@ def _copy_rows(conn: Conn, plan: list[Placed], seq: int, prev: str) -> None:
         hash_rows(plan, seq, prev, copy.write_row)
 
 
+def _one_left(conn: Conn, exc: psycopg.Error, event_id: str) -> Left:
+    """What a one-event ``CALL`` the server cancelled had left. Its procedure commits the
+    row before it waits for another writer's seal, so a cancel before that commit left
+    nothing and one after it left the row stored: one look-up of its id, on this error
+    path only, tells which exactly (the CALL is over, its open transaction rolled back;
+    the id is unique). When the session cannot ask (it ended): maybe."""
+    if not cancelled(exc) or conn.broken:
+        return "maybe"
+    try:
+        found = conn.execute(q.HAS_EVENT, (event_id,)).fetchone()
+    except psycopg.Error:
+        return "maybe"
+    return "nothing" if found is None else "committed"
+
+
 class Appender:
     """Writes appends to the ledger whose append-lock key and notify channel it holds."""
 
@@ -156,8 +171,11 @@ class Appender:
         arguments: the same steps in one round trip, its row written once (sealed
         directly) when the lock is free."""
         if len(batches) == 1 and len(batches[0].rows) == 1:
-            with leaving("maybe"):  # (its insert and its wait are one CALL)
+            try:
                 return self.held(conn, lambda c: self.call_one(c, batches[0]))
+            except psycopg.Error as exc:
+                mark(exc, _one_left(conn, exc, batches[0].rows[0][0]))
+                raise
         return self.call_many(conn, batches)
 
     def call_many(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:

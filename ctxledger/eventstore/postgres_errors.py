@@ -25,7 +25,9 @@ __all__ = [
     "ConnectionLost",
     "Left",
     "ServerCancelled",
+    "cancelled",
     "leaving",
+    "mark",
     "translated",
 ]
 
@@ -87,7 +89,8 @@ _LEFT: dict[str, str] = {
         "seals them): do not retry them as new events; re-sending the same events is safe "
         "(ids make it a no-op)"
     ),
-    # a one-event call (its insert and wait in one CALL), or a path that said nothing
+    # a one-event call whose stored row could not be looked up (its session ended), or
+    # a path that said nothing
     "maybe": (
         ", but a small append commits its rows before it waits for another writer's seal, "
         "so they may be stored: re-send the same events (ids make it safe)"
@@ -103,9 +106,21 @@ def leaving(left: Left) -> Iterator[None]:
     try:
         yield
     except psycopg.Error as exc:
-        if not hasattr(exc, _LEFT_ATTR):
-            setattr(exc, _LEFT_ATTR, left)
+        mark(exc, left)
         raise
+
+
+def mark(exc: psycopg.Error, left: Left) -> None:
+    """Mark `exc` with what its append path had left (:func:`leaving`), unless an inner
+    path marked it already."""
+    if not hasattr(exc, _LEFT_ATTR):
+        setattr(exc, _LEFT_ATTR, left)
+
+
+def cancelled(exc: psycopg.Error) -> bool:
+    """Whether the server cancelled the operation and rolled it back (a timeout, a
+    cancel, a deadlock) while still answering: the session can ask it more."""
+    return (exc.sqlstate or "") in _CANCELLED
 
 
 #: a transaction the server could not say was committed or not (class 40's 40003)
@@ -116,10 +131,11 @@ def translated(exc: psycopg.Error, action: str, where: str) -> CtxLedgerError:
     """The error to raise for `exc` met while trying to `action` in the ledger `where`.
 
     A cancelled append says what the path that met `exc` had left (:func:`leaving`):
-    nothing (one transaction: client-side, COPY, streamed, a small append's insert),
-    its rows committed (a small append cut while it waited for the seal: stored, the
-    next writer's seal shows them), or maybe (a one-event call, whose insert and wait
-    are one statement, or a path that said nothing: re-send)."""
+    nothing (one transaction: client-side, COPY, streamed, a small append's insert, a
+    one-event call cut before its row committed), its rows committed (a small append
+    cut while it waited for the seal: stored, the next writer's seal shows them), or
+    maybe (a one-event call whose row could not be looked up, or a path that said
+    nothing: re-send)."""
     said = f"could not {action} in {where}"
     detail = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, psycopg.errors.DiskFull):

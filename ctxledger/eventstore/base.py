@@ -48,7 +48,7 @@ from ctxledger.events import (
 from ctxledger.eventstore import leases
 from ctxledger.eventstore.backoff import Backoff
 from ctxledger.eventstore.leases import LocalLeases, Release
-from ctxledger.eventstore.paging import seq_runs
+from ctxledger.eventstore.paging import paged, seq_runs
 from ctxledger.eventstore.rows import ChainFormat, StoredRow, shown
 from ctxledger.eventstore.seals import append_sealed
 from ctxledger.eventstore.verifier import VerifyReport
@@ -101,7 +101,6 @@ MAX_SEQ = 2**63 - 1
 class EventStore(abc.ABC):
     """Append-only log of events, partitioned into streams (one per session)."""
 
-    @abc.abstractmethod
     def append(
         self,
         stream: str,
@@ -109,7 +108,9 @@ class EventStore(abc.ABC):
         expected_version: int | None,
         blobs: Mapping[str, bytes] | None = None,
     ) -> int:
-        """Append `events` to `stream` atomically; returns the stream's new version."""
+        """Append `events` to `stream` atomically (:meth:`append_many` of one request);
+        returns the stream's new version."""
+        return self.append_many((AppendRequest(stream, events, expected_version),), blobs)[stream]
 
     @abc.abstractmethod
     def append_many(
@@ -155,11 +156,19 @@ class EventStore(abc.ABC):
         if empty:
             raise no_stream(session)
 
-    @abc.abstractmethod
     def read_all(
         self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = 2000
     ) -> Iterator[Recorded]:
-        """Every event with from_seq <= seq (<= to_seq), in log order."""
+        """Every event with from_seq <= seq (<= to_seq), in log order, `batch_size` rows
+        per :meth:`_read_batch` (read-only)."""
+        upto = MAX_SEQ if to_seq is None else to_seq
+        return paged(
+            lambda n, k: self._read_batch(n, upto, k), from_seq, batch_size, lambda r: r.seq
+        )
+
+    @abc.abstractmethod
+    def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
+        """Up to `limit` records with from_seq <= seq <= to_seq, in seq order (read-only)."""
 
     def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
         """The records at `seqs` (any order; missing seqs are left out), in seq order (read-only).

@@ -15,7 +15,7 @@ import datetime
 import os
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ctxledger.errors import InvalidInput, StoreError
 from ctxledger.eventstore.readonly import (
@@ -57,14 +57,18 @@ _READ_SHIMS = {
 _READ_ONLY = ", not read_only=True"
 
 
-class Migrations:
-    """An ordered set of named migrations; register with ``@migrations("0001_name")``."""
+Step = TypeVar("Step", bound=Callable[..., None])
+
+
+class Registered(Generic[Step]):
+    """An ordered set of named migrations; register with ``@migrations("0001_name")``
+    (SQLite's :class:`Migrations`, PostgreSQL's ``postgres_schema.PgMigrations``)."""
 
     def __init__(self) -> None:
-        self._steps: list[tuple[str, MigrationFn]] = []
+        self._steps: list[tuple[str, Step]] = []
 
-    def __call__(self, name: str) -> Callable[[MigrationFn], MigrationFn]:
-        def register(fn: MigrationFn) -> MigrationFn:
+    def __call__(self, name: str) -> Callable[[Step], Step]:
+        def register(fn: Step) -> Step:
             if any(existing == name for existing, _ in self._steps):
                 raise ValueError(f"migration {name!r} is registered twice")
             self._steps.append((name, fn))
@@ -75,6 +79,10 @@ class Migrations:
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self._steps]
+
+
+class Migrations(Registered[MigrationFn]):
+    """The SQLite store's migrations, applied on a ``sqlite_utils`` database."""
 
     def applied(self, conn: sqlite3.Connection) -> list[str]:
         """Names of the migrations recorded in this database, oldest first (read-only).

@@ -49,7 +49,7 @@ from ctxledger.errors import (
     StoreError,
     UnknownBlob,
 )
-from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
+from ctxledger.events import BLOB_THRESHOLD, Recorded, sha256_hex
 from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.backoff import Backoff
 from ctxledger.eventstore.base import (
@@ -188,12 +188,15 @@ class PostgresEventStore(PgDerived, PgStreamed, PgReads, EventStore):
 
     # --- connections and errors ------------------------------------------------------------
 
-    def _run(self, action: str, fn: Callable[[Conn], T]) -> T:
-        """Run `fn` on a pooled connection; retried once if the connection turns out broken."""
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreError(
                 f"the event store {self.where} is closed; open a new PostgresEventStore"
             )
+
+    def _run(self, action: str, fn: Callable[[Conn], T]) -> T:
+        """Run `fn` on a pooled connection; retried once if the connection turns out broken."""
+        self._check_open()
         for attempt in (0, 1):
             broken = False
             try:
@@ -217,16 +220,6 @@ class PostgresEventStore(PgDerived, PgStreamed, PgReads, EventStore):
         return error
 
     # --- appending -------------------------------------------------------------------------
-
-    def append(
-        self,
-        stream: str,
-        events: Sequence[Event],
-        expected_version: int | None,
-        blobs: Mapping[str, bytes] | None = None,
-    ) -> int:
-        """Append `events` to one stream; one transaction. Returns the stream's new version."""
-        return self.append_many((AppendRequest(stream, events, expected_version),), blobs)[stream]
 
     def append_many(
         self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None
@@ -439,10 +432,7 @@ class PostgresEventStore(PgDerived, PgStreamed, PgReads, EventStore):
     def try_lease(self, key: str) -> Release | None:
         """A session-level advisory lock on the store's lease connection, held until
         release (see :mod:`.postgres_leases`)."""
-        if self._closed:
-            raise StoreError(
-                f"the event store {self.where} is closed; open a new PostgresEventStore"
-            )
+        self._check_open()
         try:
             return self._leases.try_lease(key)
         except psycopg.Error as exc:

@@ -81,15 +81,6 @@ class PgReads:
         removed). One scan of the names only: 0.5 ms for 3,000, ``streams()`` 12 ms."""
         return {str(row[0]) for row in self._fetch("list streams", _STREAM_NAMES, ())}
 
-    def read_all(
-        self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
-    ) -> Iterator[Recorded]:
-        """Events with from_seq <= seq (<= to_seq) in log order, `batch_size` rows per query (read-only)."""
-        upto = MAX_SEQ if to_seq is None else to_seq
-        return paged(
-            lambda n, k: self._read_batch(n, upto, k), from_seq, batch_size, lambda r: r.seq
-        )
-
     def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
         """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
         decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""

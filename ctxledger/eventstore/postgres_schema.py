@@ -25,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from ctxledger.errors import StoreError
+from ctxledger.eventstore.migrations import Registered
 from ctxledger.eventstore.postgres_procs import (
     APPEND_ONE_0005,
     APPEND_ONE_0006,
@@ -36,24 +37,8 @@ from ctxledger.eventstore.postgres_sql import lock_key
 MigrationFn = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 
 
-class PgMigrations:
-    """An ordered set of named migrations; register with ``@migrations("0001_name")``."""
-
-    def __init__(self) -> None:
-        self._steps: list[tuple[str, MigrationFn]] = []
-
-    def __call__(self, name: str) -> Callable[[MigrationFn], MigrationFn]:
-        def register(fn: MigrationFn) -> MigrationFn:
-            if any(existing == name for existing, _ in self._steps):
-                raise ValueError(f"migration {name!r} is registered twice")
-            self._steps.append((name, fn))
-            return fn
-
-        return register
-
-    @property
-    def names(self) -> list[str]:
-        return [name for name, _ in self._steps]
+class PgMigrations(Registered[MigrationFn]):
+    """The PostgreSQL store's migrations, each applied in a transaction of its own."""
 
     def applied(self, conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
         """Names recorded in the connection's schema, oldest first (read-only)."""

@@ -46,7 +46,7 @@ import psycopg.errors
 import psycopg_pool
 from psycopg import generators, pq
 
-from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput, StoreError
+from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput
 from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import StreamedRequest
@@ -97,18 +97,14 @@ class PgStreamed:
     _pool: psycopg_pool.ConnectionPool[Conn]
     _appender: Appender
     _blob_threshold: int
-    _closed: bool
-    where: str
+    _check_open: Callable[[], None]
     _translate: Callable[[psycopg.Error, str], CtxLedgerError]
 
     def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """``append_many`` of requests whose events may be generators, encoded and
         written a chunk at a time in one transaction (:class:`StreamWriter`): the same
         rows and chain; never retried (the generators are read once)."""
-        if self._closed:
-            raise StoreError(
-                f"the event store {self.where} is closed; open a new PostgresEventStore"
-            )
+        self._check_open()
         try:
             with leaving("nothing"), self._pool.connection() as conn:  # (one transaction)
                 return StreamWriter(conn, self._appender, self._blob_threshold).write(requests)

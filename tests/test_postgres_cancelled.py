@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psycopg
 import psycopg.errors
 import psycopg_pool
@@ -25,6 +26,7 @@ from test_append_stream import _events
 
 from ctxledger.errors import (
     ConnectionLost,
+    DuplicateEventError,
     IntegrityError,
     ServerCancelled,
     StoreBusy,
@@ -33,6 +35,7 @@ from ctxledger.events import Event
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.postgres_errors import leaving, translated
+from ctxledger.eventstore.preparing import prepare_append
 
 #: (class, what its message says happened, what to raise), one hint per class
 _CANCELS = [
@@ -253,7 +256,8 @@ def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stor
         said = str(caught.value)
         assert "lock timeout" in said and "nothing of the append" not in said
         assert "its events were committed before it waited for another writer's seal" in said
-        assert "re-sending the same events is safe" in said
+        assert "a server crash could still lose them" in said
+        assert "re-send the same events (ids make it a no-op)" in said
         store.settle()
         assert store.stream_version("ses_b") == 4 and store.last_seq() == 7
         assert store.append_many([AppendRequest("ses_b", events, 0)]) == {"ses_b": 4}
@@ -289,6 +293,21 @@ def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op
         assert store.verify().ok
 
 
+@contextlib.contextmanager
+def _new_stream_held(pg_server: PgServer, store: PostgresEventStore, stream: str) -> Iterator[None]:
+    """Another session has inserted `stream`'s row and not committed meanwhile, so an
+    append's own insert of it waits on the unique index (until the role's lock_timeout);
+    rolled back after."""
+    with psycopg.connect(pg_server.url) as other:  # (a transaction left open)
+        other.execute(
+            f"INSERT INTO {store.schema}.streams (stream_id, stream)"
+            f" VALUES (nextval('{store.schema}.streams_id_seq'), %s)",
+            (stream,),
+        )
+        yield
+        other.rollback()
+
+
 def test_a_one_event_append_cut_before_its_row_committed_says_nothing_was_written(
     pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -305,14 +324,8 @@ def test_a_one_event_append_cut_before_its_row_committed_says_nothing_was_writte
         before = store.last_seq()
         (one,) = _events("ses_b", 1, "b")[:1]
         taken = paths_taken(monkeypatch)
-        with psycopg.connect(pg_server.url) as other:  # (a transaction left open)
-            other.execute(
-                f"INSERT INTO {store.schema}.streams (stream_id, stream)"
-                f" VALUES (nextval('{store.schema}.streams_id_seq'), 'ses_b')"
-            )
-            with pytest.raises(ServerCancelled) as caught:
-                store.append("ses_b", [one], 0)
-            other.rollback()
+        with _new_stream_held(pg_server, store, "ses_b"), pytest.raises(ServerCancelled) as caught:
+            store.append("ses_b", [one], 0)
         assert taken == {"call": 1}
         said = str(caught.value)
         assert "lock timeout" in said and "nothing of the append was written: retry" in said
@@ -323,25 +336,103 @@ def test_a_one_event_append_cut_before_its_row_committed_says_nothing_was_writte
         assert store.last_seq() == before + 1 and store.verify().ok
 
 
+def test_a_one_event_append_cut_before_its_insert_whose_id_is_stored_elsewhere(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look-up judges the stored row as a re-send is judged, not by its id alone:
+    the cut ``CALL`` carries an id already stored in another stream (ses_a), for an
+    event of its own (ses_b), and is cut before its insert (the new stream's row held
+    by another session). That row is no trace of this append (whose insert could not
+    have committed beside it), so the message says nothing was written, not "committed
+    … stored"; the retry is then refused as the duplicate it is, and nothing of ses_b
+    is ever stored."""
+    with (
+        role_url(pg_server, tmp_path, "oc", lock_timeout=200) as url,
+        PostgresEventStore(url, index_dir=tmp_path) as store,
+    ):
+        (first,) = _events("ses_a", 1, "a")[:1]
+        store.append("ses_a", [first], 0)
+        other_event = msgspec.structs.replace(_events("ses_b", 1, "b")[0], event_id=first.event_id)
+        taken = paths_taken(monkeypatch)
+        with _new_stream_held(pg_server, store, "ses_b"), pytest.raises(ServerCancelled) as cut:
+            store.append("ses_b", [other_event], 0)
+        assert taken == {"call": 1}
+        said = str(cut.value)
+        assert "nothing of the append was written: retry" in said
+        assert "committed" not in said and "stored" not in said.split("rolled back")[1]
+        with pytest.raises(DuplicateEventError, match="already stored in stream 'ses_a'"):
+            store.append("ses_b", [other_event], 0)
+        store.settle()
+        assert store.last_seq() == 1 and store.stream_version("ses_b") == 0
+        assert store.verify().ok
+
+
+def test_a_one_event_append_cut_while_events_is_locked_may_be_stored_and_waits_no_longer(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another session holds ``LOCK TABLE events`` (a migration, a hand's maintenance):
+    the ``CALL`` is cut by the role's statement_timeout, and the look-up after it would
+    wait on the same lock. It runs in its own transaction under a lock_timeout of its
+    own (100 ms), so it gives up on the lock (55P03, not the role's 57014 after
+    another 300 ms; with neither timeout set it would wait for ever), the message says
+    "may be stored" and the caller is answered."""
+    from ctxledger.eventstore.postgres_append import Appender
+
+    looked: list[str] = []
+    real = Appender._already_stored
+
+    def looking(self: Appender, conn: Any, *args: Any) -> bool:
+        try:
+            return real(self, conn, *args)
+        except psycopg.Error as exc:
+            looked.append(exc.sqlstate or "")
+            raise
+
+    with (
+        role_url(pg_server, tmp_path, "ol", statement_timeout=300) as url,
+        PostgresEventStore(url, index_dir=tmp_path) as store,
+    ):
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        before = store.last_seq()
+        (one,) = _events("ses_c", 1, "c")[:1]
+        monkeypatch.setattr(Appender, "_already_stored", looking)
+        with psycopg.connect(pg_server.url) as other:
+            other.execute(f"LOCK TABLE {store.schema}.events IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(ServerCancelled) as cut:
+                store.append("ses_c", [one], 0)
+            other.rollback()
+        assert looked == ["55P03"]  # (lock_not_available: its own 100 ms ran out)
+        said = str(cut.value)
+        assert "statement timeout" in said and "so they may be stored: re-send" in said
+        assert store.append("ses_c", [one], 0) == 1  # the lock gone: stored once
+        assert store.last_seq() == before + 1 and store.verify().ok
+
+
 def test_a_one_event_append_whose_session_ended_may_be_stored() -> None:
     """When the look-up cannot be made (the cancel ended the session: an idle or
-    transaction timeout), a cut one-event append still says it may be stored."""
-    from ctxledger.eventstore.postgres_append import _one_left
+    transaction timeout), or fails, a cut one-event append still says it may be
+    stored; an error that is no cancel makes no look-up."""
+    from ctxledger.eventstore.postgres_append import Appender
+
+    appender = Appender(1, "channel")
+    (batch,), _ = prepare_append([AppendRequest("ses_a", _events("ses_a", 1, "a"), 0)], None, 256)
 
     class Gone:
         broken = True
 
     cut = psycopg.errors.LockNotAvailable("lock timeout")
-    assert _one_left(Gone(), cut, "e1") == "maybe"  # type: ignore[arg-type]
-    assert _one_left(Gone(), psycopg.errors.UniqueViolation("dup"), "e1") == "maybe"  # type: ignore[arg-type]
+    assert appender.one_left(Gone(), cut, batch) == "maybe"  # type: ignore[arg-type]
 
     class Failing:
         broken = False
+        transaction = contextlib.nullcontext
 
         def execute(self, *args: object) -> object:
             raise psycopg.OperationalError("the server closed the connection")
 
-    assert _one_left(Failing(), cut, "e1") == "maybe"  # type: ignore[arg-type]
+    assert appender.one_left(Failing(), cut, batch) == "maybe"  # type: ignore[arg-type]
+    duplicate = psycopg.errors.UniqueViolation("dup")
+    assert appender.one_left(Failing(), duplicate, batch) == "maybe"  # type: ignore[arg-type]
 
 
 def waiting(pg_server: PgServer, event: str = "transactionid") -> bool:

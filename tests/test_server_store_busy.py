@@ -98,7 +98,9 @@ async def test_a_postgres_lock_timeout_is_a_503_store_busy_to_resend_guarded(
             sid, version, said = await _busy(
                 client, append_lock_held(pg_server, store), "lock_timeout"
             )
-            assert "its events were committed" in said and "re-sending the same events" in said
+            assert (
+                "its events were committed" in said and "re-send the same events (ids make" in said
+            )
             guarded = {**TURN, "expected_version": version}
             again = await client.post(f"/v1/sessions/{sid}/messages", headers=AUTH, json=guarded)
             assert again.status_code == 409, again.text

@@ -83,14 +83,18 @@ _LEFT: dict[str, str] = {
     # one transaction (client-side, COPY, streamed; a small append's insert)
     "nothing": ", nothing of the append was written: retry",
     # a small append's wait for the seal, after its insert committed its rows unsealed
+    # (with synchronous_commit off: only the seal's commit is flushed); a one-event call
+    # whose look-up found its event stored as sent (by it, or by the append it re-sends)
     "committed": (
         ", but only its wait: its events were committed before it waited for another "
-        "writer's seal, and are stored (readers see them once the next append or settle() "
-        "seals them): do not retry them as new events; re-sending the same events is safe "
+        "writer's seal (or by the earlier append this one re-sends), and are stored "
+        "(readers see them once the next append or settle() seals them): do not retry "
+        "them as new events; until that seal a server crash could still lose them (rows "
+        "waiting for a seal are committed without a flush), so re-send the same events "
         "(ids make it a no-op)"
     ),
-    # a one-event call whose stored row could not be looked up (its session ended), or
-    # a path that said nothing
+    # a one-event call whose stored row could not be looked up (its session ended, the
+    # look-up failed or ran past its limits), or a path that said nothing
     "maybe": (
         ", but a small append commits its rows before it waits for another writer's seal, "
         "so they may be stored: re-send the same events (ids make it safe)"

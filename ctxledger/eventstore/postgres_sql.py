@@ -30,8 +30,6 @@ CALL_INSERT = (
 CALL_AWAIT = "SELECT ctxledger_await(%s, %s, %s::text[])"
 #: a one-event append in one round trip (migration 0005): returns the stream's new version
 CALL_ONE = "CALL ctxledger_append_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL)"
-#: whether an event id is stored, sealed or not (what a cut one-event call left)
-HAS_EVENT = "SELECT 1 FROM events WHERE event_id = %s"
 #: the SQLSTATE ``ctxledger_insert`` raises when an expected version is stale
 STALE_VERSION = "CL409"
 #: unique violations that mean "another appender got there first": retry the append

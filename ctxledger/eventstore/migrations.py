@@ -15,7 +15,7 @@ import datetime
 import os
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
 from ctxledger.errors import InvalidInput, StoreError
 from ctxledger.eventstore.readonly import (
@@ -24,6 +24,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     tidy_side_files,
 )
+from ctxledger.eventstore.registered import Registered
 from ctxledger.integers import shown
 
 if TYPE_CHECKING:
@@ -55,30 +56,6 @@ _READ_SHIMS = {
 
 #: what a read-only open's refusal of a file that is no ledger adds
 _READ_ONLY = ", not read_only=True"
-
-
-Step = TypeVar("Step", bound=Callable[..., None])
-
-
-class Registered(Generic[Step]):
-    """An ordered set of named migrations; register with ``@migrations("0001_name")``
-    (SQLite's :class:`Migrations`, PostgreSQL's ``postgres_schema.PgMigrations``)."""
-
-    def __init__(self) -> None:
-        self._steps: list[tuple[str, Step]] = []
-
-    def __call__(self, name: str) -> Callable[[Step], Step]:
-        def register(fn: Step) -> Step:
-            if any(existing == name for existing, _ in self._steps):
-                raise ValueError(f"migration {name!r} is registered twice")
-            self._steps.append((name, fn))
-            return fn
-
-        return register
-
-    @property
-    def names(self) -> list[str]:
-        return [name for name, _ in self._steps]
 
 
 class Migrations(Registered[MigrationFn]):

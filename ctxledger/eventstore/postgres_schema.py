@@ -25,7 +25,6 @@ import psycopg
 from psycopg import sql
 
 from ctxledger.errors import StoreError
-from ctxledger.eventstore.migrations import Registered
 from ctxledger.eventstore.postgres_procs import (
     APPEND_ONE_0005,
     APPEND_ONE_0006,
@@ -33,6 +32,7 @@ from ctxledger.eventstore.postgres_procs import (
     unflushed_waits,
 )
 from ctxledger.eventstore.postgres_sql import lock_key
+from ctxledger.eventstore.registered import Registered
 
 MigrationFn = Callable[[psycopg.Connection[tuple[object, ...]]], None]
 

@@ -264,6 +264,21 @@ def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stor
         assert store.last_seq() == 7 and store.verify().ok
 
 
+@contextlib.contextmanager
+def _one_event_ledger(
+    pg_server: PgServer, tmp_path: Path, tag: str, stream: str, **settings: int
+) -> Iterator[tuple[PostgresEventStore, Event]]:
+    """A store on a ledger for a role with `settings` (:func:`role_url`), three events of
+    ses_a in it, and one new event for `stream`: what a test of a cut one-event
+    ``CALL`` starts from."""
+    with (
+        role_url(pg_server, tmp_path, tag, **settings) as url,
+        PostgresEventStore(url, index_dir=tmp_path) as store,
+    ):
+        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        yield store, _events(stream, 1, stream[-1])[0]
+
+
 def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op(
     pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,13 +288,8 @@ def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op
     said "may be stored"), so the error says the events are stored, as a small
     append's cut wait does: the re-send (same ids) answers the stored version and adds
     nothing."""
-    with (
-        role_url(pg_server, tmp_path, "ow", lock_timeout=200) as url,
-        PostgresEventStore(url, index_dir=tmp_path) as store,
-    ):
-        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+    with _one_event_ledger(pg_server, tmp_path, "ow", "ses_b", lock_timeout=200) as (store, one):
         before = store.last_seq()
-        (one,) = _events("ses_b", 1, "b")[:1]
         taken = paths_taken(monkeypatch)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
             store.append("ses_b", [one], 0)
@@ -316,13 +326,8 @@ def test_a_one_event_append_cut_before_its_row_committed_says_nothing_was_writte
     unique index until the role's lock_timeout cuts it. Nothing of the append was
     written, and the message says so (session 45: the look-up of its id finds none);
     once the other session rolls back, the retry appends it once."""
-    with (
-        role_url(pg_server, tmp_path, "ob", lock_timeout=200) as url,
-        PostgresEventStore(url, index_dir=tmp_path) as store,
-    ):
-        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+    with _one_event_ledger(pg_server, tmp_path, "ob", "ses_b", lock_timeout=200) as (store, one):
         before = store.last_seq()
-        (one,) = _events("ses_b", 1, "b")[:1]
         taken = paths_taken(monkeypatch)
         with _new_stream_held(pg_server, store, "ses_b"), pytest.raises(ServerCancelled) as caught:
             store.append("ses_b", [one], 0)
@@ -388,13 +393,11 @@ def test_a_one_event_append_cut_while_events_is_locked_may_be_stored_and_waits_n
             looked.append(exc.sqlstate or "")
             raise
 
-    with (
-        role_url(pg_server, tmp_path, "ol", statement_timeout=300) as url,
-        PostgresEventStore(url, index_dir=tmp_path) as store,
+    with _one_event_ledger(pg_server, tmp_path, "ol", "ses_c", statement_timeout=300) as (
+        store,
+        one,
     ):
-        store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
         before = store.last_seq()
-        (one,) = _events("ses_c", 1, "c")[:1]
         monkeypatch.setattr(Appender, "_already_stored", looking)
         with psycopg.connect(pg_server.url) as other:
             other.execute(f"LOCK TABLE {store.schema}.events IN ACCESS EXCLUSIVE MODE")

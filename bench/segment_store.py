@@ -34,20 +34,19 @@ import msgspec
 from ctxledger.errors import ConcurrencyError
 from ctxledger.events import MessageAppended, Recorded
 from ctxledger.eventstore import sqlite_sql as q
-from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     MESSAGE_SCHEMA,
-    ChainVerifier,
     ColumnRow,
     HeadedRow,
     HeadRow,
-    VerifyReport,
     chain_tip,
     decode_bodies,
 )
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.eventstore.verifier import ChainVerifier, VerifyReport
 from ctxledger.messages import JSON
 
 SCHEMA = (

@@ -197,7 +197,7 @@ def test_reads_walk_the_index_even_with_stale_statistics(store: PostgresEventSto
     """A bulk load the planner has not analyzed yet must not turn each read batch into a
     scan and sort of the rest of the log (the rebuild benchmark was 4x slower that way):
     a batch small beside the log (here 100 of 3,000) is read by walking the index."""
-    from ctxledger.eventstore import postgres_schema as q
+    from ctxledger.eventstore import postgres_sql as q
 
     store.append("ses_a", [message("ses_a") for _ in range(3000)], 0)
     with raw(store) as conn:

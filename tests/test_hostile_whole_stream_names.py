@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from ctxledger.errors import DuplicateEventError
-from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.resends import already_stored
-from ctxledger.eventstore.rows import ChainVerifier
+from ctxledger.eventstore.verifier import ChainVerifier
 
 LONG = "rollout-2026-11-30T10-00-00-" + "0123456789abcdef" * 4 + "#2"
 ROW = ("e1", "MessageAppended", 1, b"{}")

@@ -37,8 +37,9 @@ from ctxledger.events import (
 from ctxledger.eventstore import AppendRequest, EventStore, SQLiteEventStore
 from ctxledger.eventstore.contents import sharing_contents
 from ctxledger.eventstore.postgres import PostgresEventStore
-from ctxledger.eventstore.rows import GENESIS_HASH, ChainVerifier, chain_hash
+from ctxledger.eventstore.rows import GENESIS_HASH, chain_hash
 from ctxledger.eventstore.transfer import copy_ledger
+from ctxledger.eventstore.verifier import ChainVerifier
 from ctxledger.projections import Projector
 from ctxledger.testing.eventstore import message, started
 from ctxledger.testing.hostile_rows import NOT_TEXT, forge

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psycopg
 import psycopg.errors
 import psycopg_pool
@@ -25,6 +26,7 @@ from test_append_stream import _events
 
 from ctxledger.errors import (
     ConnectionLost,
+    DuplicateEventError,
     IntegrityError,
     ServerCancelled,
     StoreBusy,
@@ -33,6 +35,7 @@ from ctxledger.events import Event
 from ctxledger.eventstore.base import AppendRequest, StreamedRequest
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.postgres_errors import leaving, translated
+from ctxledger.eventstore.preparing import prepare_append
 
 #: (class, what its message says happened, what to raise), one hint per class
 _CANCELS = [
@@ -71,7 +74,9 @@ def test_a_cancelled_operation_is_a_rolled_back_server_cancelled(
     """(psycopg's DeadlockDetected is no TransactionRollback subclass: each is matched by
     its sqlstate.) Each class says what happened to it alone: a cancel is not called a
     deadlock, a deadlock not a timeout."""
-    error = translated(cls("cancelled by the server"), "append", "ledger x", one_transaction=True)
+    with pytest.raises(psycopg.Error) as cut, leaving("nothing"):  # (what a streamed one says)
+        raise cls("cancelled by the server")
+    error = translated(cut.value, "append", "ledger x")
     assert type(error) is ServerCancelled and isinstance(error, StoreBusy)
     said = str(error)
     assert said.startswith("could not append in ledger x: the server cancelled it")
@@ -82,7 +87,7 @@ def test_a_cancelled_operation_is_a_rolled_back_server_cancelled(
     assert not any(other in said for other in others)
     read = str(translated(cls("cancelled"), "read events", "ledger x"))
     assert "rolled back: retry" in read and "append" not in read
-    # an append whose path said nothing (a one-event call) may have committed its rows
+    # an append whose path said nothing may have committed its rows
     maybe = str(translated(cls("cancelled"), "append", "ledger x"))
     assert "nothing of the append" not in maybe
     assert maybe.endswith(remedy if remedy != "retry" else "(ids make it safe)")
@@ -251,36 +256,186 @@ def test_a_small_append_cut_while_it_waits_for_the_seal_says_its_events_are_stor
         said = str(caught.value)
         assert "lock timeout" in said and "nothing of the append" not in said
         assert "its events were committed before it waited for another writer's seal" in said
-        assert "re-sending the same events is safe" in said
+        assert "a server crash could still lose them" in said
+        assert "re-send the same events (ids make it a no-op)" in said
         store.settle()
         assert store.stream_version("ses_b") == 4 and store.last_seq() == 7
         assert store.append_many([AppendRequest("ses_b", events, 0)]) == {"ses_b": 4}
         assert store.last_seq() == 7 and store.verify().ok
 
 
-def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op(
-    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A small append commits its row unsealed, then waits for the append lock; the
-    role's lock_timeout cuts that wait, but the row is committed and the next writer's
-    seal stores it. So the error says to re-send the same events, not that nothing was
-    written: the re-send (same ids) answers the stored version and adds nothing."""
+@contextlib.contextmanager
+def _one_event_ledger(
+    pg_server: PgServer, tmp_path: Path, tag: str, stream: str, **settings: int
+) -> Iterator[tuple[PostgresEventStore, Event]]:
+    """A store on a ledger for a role with `settings` (:func:`role_url`), three events of
+    ses_a in it, and one new event for `stream`: what a test of a cut one-event
+    ``CALL`` starts from."""
     with (
-        role_url(pg_server, tmp_path, "ow", lock_timeout=200) as url,
+        role_url(pg_server, tmp_path, tag, **settings) as url,
         PostgresEventStore(url, index_dir=tmp_path) as store,
     ):
         store.append_many([AppendRequest("ses_a", _events("ses_a", 2, "a"), 0)])
+        yield store, _events(stream, 1, stream[-1])[0]
+
+
+def test_a_one_event_append_cut_while_it_waits_is_stored_and_a_resend_is_a_no_op(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-event ``CALL`` commits its row unsealed, then waits for the append lock; the
+    role's lock_timeout cuts that wait, but the row is committed and the next writer's
+    seal stores it. The store looks the id up after the cancel (session 45; before, it
+    said "may be stored"), so the error says the events are stored, as a small
+    append's cut wait does: the re-send (same ids) answers the stored version and adds
+    nothing."""
+    with _one_event_ledger(pg_server, tmp_path, "ow", "ses_b", lock_timeout=200) as (store, one):
         before = store.last_seq()
-        (one,) = _events("ses_b", 1, "b")[:1]
         taken = paths_taken(monkeypatch)
         with append_lock_held(pg_server, store), pytest.raises(ServerCancelled) as caught:
             store.append("ses_b", [one], 0)
         assert taken == {"call": 1}  # (call_one: no call_many)
-        assert "lock timeout" in str(caught.value)
-        assert "re-send the same events" in str(caught.value)
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append" not in said
+        assert "its events were committed before it waited for another writer's seal" in said
+        assert "may be stored" not in said
         assert store.append("ses_b", [one], 0) == 1  # the re-send: already stored
         assert store.last_seq() == before + 1 and store.stream_version("ses_b") == 1
         assert store.verify().ok
+
+
+@contextlib.contextmanager
+def _new_stream_held(pg_server: PgServer, store: PostgresEventStore, stream: str) -> Iterator[None]:
+    """Another session has inserted `stream`'s row and not committed meanwhile, so an
+    append's own insert of it waits on the unique index (until the role's lock_timeout);
+    rolled back after."""
+    with psycopg.connect(pg_server.url) as other:  # (a transaction left open)
+        other.execute(
+            f"INSERT INTO {store.schema}.streams (stream_id, stream)"
+            f" VALUES (nextval('{store.schema}.streams_id_seq'), %s)",
+            (stream,),
+        )
+        yield
+        other.rollback()
+
+
+def test_a_one_event_append_cut_before_its_row_committed_says_nothing_was_written(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same ``CALL`` cut before its commit: another session has inserted the new
+    stream's row and not committed, so the procedure's own insert of it waits on the
+    unique index until the role's lock_timeout cuts it. Nothing of the append was
+    written, and the message says so (session 45: the look-up of its id finds none);
+    once the other session rolls back, the retry appends it once."""
+    with _one_event_ledger(pg_server, tmp_path, "ob", "ses_b", lock_timeout=200) as (store, one):
+        before = store.last_seq()
+        taken = paths_taken(monkeypatch)
+        with _new_stream_held(pg_server, store, "ses_b"), pytest.raises(ServerCancelled) as caught:
+            store.append("ses_b", [one], 0)
+        assert taken == {"call": 1}
+        said = str(caught.value)
+        assert "lock timeout" in said and "nothing of the append was written: retry" in said
+        assert "re-send" not in said and "committed" not in said
+        store.settle()
+        assert store.last_seq() == before and store.stream_version("ses_b") == 0
+        assert store.append("ses_b", [one], 0) == 1
+        assert store.last_seq() == before + 1 and store.verify().ok
+
+
+def test_a_one_event_append_cut_before_its_insert_whose_id_is_stored_elsewhere(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look-up judges the stored row as a re-send is judged, not by its id alone:
+    the cut ``CALL`` carries an id already stored in another stream (ses_a), for an
+    event of its own (ses_b), and is cut before its insert (the new stream's row held
+    by another session). That row is no trace of this append (whose insert could not
+    have committed beside it), so the message says nothing was written, not "committed
+    … stored"; the retry is then refused as the duplicate it is, and nothing of ses_b
+    is ever stored."""
+    with (
+        role_url(pg_server, tmp_path, "oc", lock_timeout=200) as url,
+        PostgresEventStore(url, index_dir=tmp_path) as store,
+    ):
+        (first,) = _events("ses_a", 1, "a")[:1]
+        store.append("ses_a", [first], 0)
+        other_event = msgspec.structs.replace(_events("ses_b", 1, "b")[0], event_id=first.event_id)
+        taken = paths_taken(monkeypatch)
+        with _new_stream_held(pg_server, store, "ses_b"), pytest.raises(ServerCancelled) as cut:
+            store.append("ses_b", [other_event], 0)
+        assert taken == {"call": 1}
+        said = str(cut.value)
+        assert "nothing of the append was written: retry" in said
+        assert "committed" not in said and "stored" not in said.split("rolled back")[1]
+        with pytest.raises(DuplicateEventError, match="already stored in stream 'ses_a'"):
+            store.append("ses_b", [other_event], 0)
+        store.settle()
+        assert store.last_seq() == 1 and store.stream_version("ses_b") == 0
+        assert store.verify().ok
+
+
+def test_a_one_event_append_cut_while_events_is_locked_may_be_stored_and_waits_no_longer(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another session holds ``LOCK TABLE events`` (a migration, a hand's maintenance):
+    the ``CALL`` is cut by the role's statement_timeout, and the look-up after it would
+    wait on the same lock. It runs in its own transaction under a lock_timeout of its
+    own (100 ms), so it gives up on the lock (55P03, not the role's 57014 after
+    another 300 ms; with neither timeout set it would wait for ever), the message says
+    "may be stored" and the caller is answered."""
+    from ctxledger.eventstore.postgres_append import Appender
+
+    looked: list[str] = []
+    real = Appender._already_stored
+
+    def looking(self: Appender, conn: Any, *args: Any) -> bool:
+        try:
+            return real(self, conn, *args)
+        except psycopg.Error as exc:
+            looked.append(exc.sqlstate or "")
+            raise
+
+    with _one_event_ledger(pg_server, tmp_path, "ol", "ses_c", statement_timeout=300) as (
+        store,
+        one,
+    ):
+        before = store.last_seq()
+        monkeypatch.setattr(Appender, "_already_stored", looking)
+        with psycopg.connect(pg_server.url) as other:
+            other.execute(f"LOCK TABLE {store.schema}.events IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(ServerCancelled) as cut:
+                store.append("ses_c", [one], 0)
+            other.rollback()
+        assert looked == ["55P03"]  # (lock_not_available: its own 100 ms ran out)
+        said = str(cut.value)
+        assert "statement timeout" in said and "so they may be stored: re-send" in said
+        assert store.append("ses_c", [one], 0) == 1  # the lock gone: stored once
+        assert store.last_seq() == before + 1 and store.verify().ok
+
+
+def test_a_one_event_append_whose_session_ended_may_be_stored() -> None:
+    """When the look-up cannot be made (the cancel ended the session: an idle or
+    transaction timeout), or fails, a cut one-event append still says it may be
+    stored; an error that is no cancel makes no look-up."""
+    from ctxledger.eventstore.postgres_append import Appender
+
+    appender = Appender(1, "channel")
+    (batch,), _ = prepare_append([AppendRequest("ses_a", _events("ses_a", 1, "a"), 0)], None, 256)
+
+    class Gone:
+        broken = True
+
+    cut = psycopg.errors.LockNotAvailable("lock timeout")
+    assert appender.one_left(Gone(), cut, batch) == "maybe"  # type: ignore[arg-type]
+
+    class Failing:
+        broken = False
+        transaction = contextlib.nullcontext
+
+        def execute(self, *args: object) -> object:
+            raise psycopg.OperationalError("the server closed the connection")
+
+    assert appender.one_left(Failing(), cut, batch) == "maybe"  # type: ignore[arg-type]
+    duplicate = psycopg.errors.UniqueViolation("dup")
+    assert appender.one_left(Failing(), duplicate, batch) == "maybe"  # type: ignore[arg-type]
 
 
 def waiting(pg_server: PgServer, event: str = "transactionid") -> bool:
@@ -305,7 +460,7 @@ def test_a_deadlock_with_a_writer_that_skips_the_blob_lock_is_reported_as_cancel
     from test_postgres_sealing import wait_until
 
     from ctxledger.eventstore import streamed
-    from ctxledger.eventstore.base import prepare_append
+    from ctxledger.eventstore.preparing import prepare_append
 
     monkeypatch.setattr(streamed, "CHUNK", 5)
     events = _events("ses_i", 12, "i", big=7)

@@ -24,9 +24,9 @@ from helpers.pg_server import PgServer
 from ctxledger.errors import ConcurrencyError, DuplicateEventError, InvalidEvent
 from ctxledger.events import BLOB_THRESHOLD, MessageAppended
 from ctxledger.eventstore import AppendRequest, postgres_copy
-from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.base import prepare_append
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.postgres import PostgresEventStore
+from ctxledger.eventstore.preparing import prepare_append
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_hash
 from ctxledger.testing.eventstore import message
 

@@ -21,10 +21,10 @@ from helpers.pg_server import PgServer, schema_at
 
 from ctxledger.events import BLOB_THRESHOLD
 from ctxledger.eventstore import AppendRequest
-from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.base import prepare_append
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.postgres_append import Appender
+from ctxledger.eventstore.preparing import prepare_append
 from ctxledger.testing.eventstore import message
 
 Conn = psycopg.Connection[tuple[object, ...]]

@@ -21,7 +21,7 @@ import pytest
 from helpers.pg_server import PgServer, schema_at
 
 from ctxledger.eventstore import AppendRequest
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.postgres import PostgresEventStore
 from ctxledger.eventstore.postgres_append import Appender
 from ctxledger.testing.eventstore import message
@@ -210,8 +210,8 @@ def test_a_ledger_written_before_sealing_is_upgraded_in_place(
     """A ledger of migrations 0001-0002 (appends by ``ctxledger_append``, lock held
     through the flush) opens under 0003: same events, same chain, appends go on."""
     from ctxledger.events import BLOB_THRESHOLD
-    from ctxledger.eventstore.base import prepare_append
     from ctxledger.eventstore.postgres_append import Appender
+    from ctxledger.eventstore.preparing import prepare_append
 
     schema = "u_" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:20]
     appender = Appender(q.lock_key(schema, "append"), q.notify_channel(schema))

@@ -89,8 +89,8 @@ async def test_a_postgres_lock_timeout_is_a_503_store_busy_to_resend_guarded(
     pg_server: PgServer, tmp_path: Path
 ) -> None:
     """A one-message append commits its row before it waits for the append lock: the
-    cut wait leaves it stored (sealed by the next writer), and the message says to
-    re-send. The re-send with ``expected_version`` is then a 409 naming the version
+    cut wait leaves it stored (sealed by the next writer), and the message says so
+    (the store looked its id up). The re-send with ``expected_version`` is then a 409 naming the version
     the stored append made; the session holds the message once."""
     with role_url(pg_server, tmp_path, "hb", lock_timeout=200) as url:
         store = PostgresEventStore(url, index_dir=tmp_path)
@@ -98,7 +98,9 @@ async def test_a_postgres_lock_timeout_is_a_503_store_busy_to_resend_guarded(
             sid, version, said = await _busy(
                 client, append_lock_held(pg_server, store), "lock_timeout"
             )
-            assert "re-send the same events" in said
+            assert (
+                "its events were committed" in said and "re-send the same events (ids make" in said
+            )
             guarded = {**TURN, "expected_version": version}
             again = await client.post(f"/v1/sessions/{sid}/messages", headers=AUTH, json=guarded)
             assert again.status_code == 409, again.text

@@ -7,9 +7,7 @@ from ctxledger.eventstore.opening import is_url, open_for_reading, open_store, o
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     ChainFormat,
-    ChainVerifier,
     StoredRow,
-    VerifyReport,
     chain_hash,
     chain_rows,
     chain_tip,
@@ -18,6 +16,7 @@ from ctxledger.eventstore.rows import (
     split_linked,
 )
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.eventstore.verifier import ChainVerifier, VerifyReport
 
 __all__ = [
     "GENESIS_HASH",

@@ -24,6 +24,7 @@ from ctxledger.eventstore.readonly import (
     refuse_old_schema,
     tidy_side_files,
 )
+from ctxledger.eventstore.registered import Registered
 from ctxledger.integers import shown
 
 if TYPE_CHECKING:
@@ -57,24 +58,8 @@ _READ_SHIMS = {
 _READ_ONLY = ", not read_only=True"
 
 
-class Migrations:
-    """An ordered set of named migrations; register with ``@migrations("0001_name")``."""
-
-    def __init__(self) -> None:
-        self._steps: list[tuple[str, MigrationFn]] = []
-
-    def __call__(self, name: str) -> Callable[[MigrationFn], MigrationFn]:
-        def register(fn: MigrationFn) -> MigrationFn:
-            if any(existing == name for existing, _ in self._steps):
-                raise ValueError(f"migration {name!r} is registered twice")
-            self._steps.append((name, fn))
-            return fn
-
-        return register
-
-    @property
-    def names(self) -> list[str]:
-        return [name for name, _ in self._steps]
+class Migrations(Registered[MigrationFn]):
+    """The SQLite store's migrations, applied on a ``sqlite_utils`` database."""
 
     def applied(self, conn: sqlite3.Connection) -> list[str]:
         """Names of the migrations recorded in this database, oldest first (read-only).

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -49,33 +49,29 @@ from ctxledger.errors import (
     StoreError,
     UnknownBlob,
 )
-from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.events import BLOB_THRESHOLD, Recorded, sha256_hex
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.backoff import Backoff
 from ctxledger.eventstore.base import (
     MAX_SEQ,
     AppendRequest,
     Durability,
     EventStore,
-    PreparedBatch,
     check_durability,
-    in_versions,
-    of_stream,
-    prepare_append,
 )
 from ctxledger.eventstore.leases import Release
-from ctxledger.eventstore.paging import paged
 from ctxledger.eventstore.postgres_append import (
     CALL_ROWS,
     Appender,
     client_side,
-    stream_ends,
 )
 from ctxledger.eventstore.postgres_copy import copy_append, copy_shaped
 from ctxledger.eventstore.postgres_derived import PgDerived
 from ctxledger.eventstore.postgres_errors import ConnectionLost, ServerCancelled, translated
 from ctxledger.eventstore.postgres_leases import PgLeases
 from ctxledger.eventstore.postgres_listen import Listener
+from ctxledger.eventstore.postgres_reads import PgReads
+from ctxledger.eventstore.postgres_schema import PG_MIGRATIONS
 from ctxledger.eventstore.postgres_session import PoolSetUp, connect, open_schema
 from ctxledger.eventstore.postgres_stream import PgStreamed
 from ctxledger.eventstore.postgres_url import (
@@ -85,29 +81,15 @@ from ctxledger.eventstore.postgres_url import (
     is_postgres_url,
     split_schema,
 )
-from ctxledger.eventstore.rows import (
-    BlobChecks,
-    ChainVerifier,
-    HeadRow,
-    StoredRow,
-    VerifyReport,
-    decode_rows,
-)
+from ctxledger.eventstore.preparing import PreparedBatch, prepare_append
+from ctxledger.eventstore.verifier import BlobChecks, ChainVerifier, VerifyReport
 from ctxledger.integers import shown
 
 __all__ = ["ConnectionLost", "PostgresEventStore", "is_postgres_url"]
 
-#: read_at: the rows at given seqs, a bounded array of them per query
-_READ_AT = "SELECT seq, version, schema, payload, hash FROM events WHERE seq = ANY(%s) ORDER BY seq"
-_READ_AT_CHUNK = 5000
-_STREAM_NAMES = "SELECT stream FROM streams"
-
 T = TypeVar("T")
 Conn = psycopg.Connection[tuple[Any, ...]]
 
-_READ_BATCH = 2000
-#: rows per page of ``read_rows`` (undecoded payloads: a rebuild reads the whole log)
-_ROWS_BATCH = 10_000
 _VERIFY_BATCH = 4000
 #: without a notification, a follower re-reads at least this often (a safety net only)
 _IDLE_REREAD = 1.0
@@ -115,7 +97,7 @@ _IDLE_REREAD = 1.0
 _RACE_RETRIES = 50
 
 
-class PostgresEventStore(PgDerived, PgStreamed, EventStore):
+class PostgresEventStore(PgDerived, PgStreamed, PgReads, EventStore):
     """An event store in a PostgreSQL database (schema ``public`` unless told otherwise).
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``); a ``schema=NAME``
@@ -174,7 +156,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
         try:  # the pool's first connection compared with the open's, then the tables made
             kwargs = {**self._kwargs, "prepare_threshold": None}  # (psycopg's: DEALLOCATE ALL)
             self._pool = setup.pool(conninfo, kwargs, pool_size, connect_timeout)
-            q.PG_MIGRATIONS.apply(opener, self.schema)
+            PG_MIGRATIONS.apply(opener, self.schema)
             self.ledger_id = str(opener.execute(q.LEDGER_ID).fetchall()[0][0])
         except BaseException as exc:
             if hasattr(self, "_pool"):
@@ -206,12 +188,15 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
 
     # --- connections and errors ------------------------------------------------------------
 
-    def _run(self, action: str, fn: Callable[[Conn], T]) -> T:
-        """Run `fn` on a pooled connection; retried once if the connection turns out broken."""
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreError(
                 f"the event store {self.where} is closed; open a new PostgresEventStore"
             )
+
+    def _run(self, action: str, fn: Callable[[Conn], T]) -> T:
+        """Run `fn` on a pooled connection; retried once if the connection turns out broken."""
+        self._check_open()
         for attempt in (0, 1):
             broken = False
             try:
@@ -228,25 +213,13 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
                 raise self._translate(exc, action) from exc
         raise AssertionError("unreachable")
 
-    def _translate(
-        self, exc: psycopg.Error, action: str, *, one_transaction: bool = False
-    ) -> CtxLedgerError:
-        error = translated(exc, action, self.where, one_transaction=one_transaction)
+    def _translate(self, exc: psycopg.Error, action: str) -> CtxLedgerError:
+        error = translated(exc, action, self.where)
         if isinstance(exc, psycopg_pool.PoolTimeout) and isinstance(error, ConnectionLost):
             return self._setup.timed_out(error)  # (with why new connections were refused)
         return error
 
     # --- appending -------------------------------------------------------------------------
-
-    def append(
-        self,
-        stream: str,
-        events: Sequence[Event],
-        expected_version: int | None,
-        blobs: Mapping[str, bytes] | None = None,
-    ) -> int:
-        """Append `events` to one stream; one transaction. Returns the stream's new version."""
-        return self.append_many((AppendRequest(stream, events, expected_version),), blobs)[stream]
 
     def append_many(
         self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None
@@ -346,114 +319,6 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
                 conn.execute("SELECT ctxledger_seal(%s)", (self._channel,))
 
         self._run("seal pending appends", seal)
-
-    def read_stored(self, from_seq: int = 1, batch_size: int = 2000) -> Iterator[StoredRow]:
-        """Rows as stored, `batch_size` at a time, in seq order (read-only; see EventStore)."""
-
-        def fetch(from_seq: int, limit: int) -> list[StoredRow]:
-            rows = self._fetch("read the log", q.VERIFY_EVENTS, (from_seq, limit))
-            return [
-                (
-                    int(seq),
-                    str(stream),
-                    int(version),
-                    str(event_id),
-                    str(kind),
-                    int(schema),
-                    bytes(payload),
-                    str(digest),
-                )
-                for seq, stream, version, event_id, kind, schema, payload, digest in rows
-            ]
-
-        return paged(fetch, from_seq, batch_size, lambda row: row[0])
-
-    def stream_version(self, stream: str) -> int:
-        """Current version of `stream`, 0 if it has no events (read-only)."""
-        if "\x00" in stream:  # no stream holds a NUL (appends refuse it), as on SQLite
-            return 0
-        rows = self._fetch("read a stream version", q.STREAM_VERSION, (stream,))
-        return int(rows[0][0]) if rows else 0
-
-    def last_seq(self) -> int:
-        """The highest seq in the log, 0 when empty (read-only)."""
-        rows = self._fetch("read the log's end", q.LAST_SEQ, ())
-        return int(rows[0][0] or 0)
-
-    def streams(self) -> list[tuple[str, int]]:
-        """(stream, version) for every stream, in order of their first event (read-only)."""
-        return [(str(s), int(v)) for s, v in self._fetch("list streams", q.STREAMS, ())]
-
-    def stream_names(self) -> set[str] | None:
-        """Every stream's name (the open's check of its fold: a streams row renamed or
-        removed). One scan of the names only: 0.5 ms for 3,000, ``streams()`` 12 ms."""
-        return {str(row[0]) for row in self._fetch("list streams", _STREAM_NAMES, ())}
-
-    def read_all(
-        self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
-    ) -> Iterator[Recorded]:
-        """Events with from_seq <= seq (<= to_seq) in log order, `batch_size` rows per query (read-only)."""
-        upto = MAX_SEQ if to_seq is None else to_seq
-        return paged(
-            lambda n, k: self._read_batch(n, upto, k), from_seq, batch_size, lambda r: r.seq
-        )
-
-    def read_rows(self, from_seq: int = 1, to_seq: int | None = None) -> Iterator[list[HeadRow]]:
-        """Pages of rows (seq, version, schema, payload) in log order: what a rebuild
-        decodes itself (``rows.HEAD_DECODER``), skipping message bodies (read-only)."""
-        upto = MAX_SEQ if to_seq is None else to_seq
-        next_seq = from_seq
-        while True:
-            rows = self._rows(next_seq, upto, _ROWS_BATCH)
-            if rows:
-                yield [(r[0], r[1], r[2], r[3]) for r in rows]
-            if len(rows) < _ROWS_BATCH:
-                return
-            next_seq = rows[-1][0] + 1
-
-    def _rows(self, from_seq: int, to_seq: int, limit: int) -> list[tuple[Any, ...]]:
-        rows = self._fetch(
-            "read the log", q.READ_ALL, (from_seq, max(0, min(limit, to_seq - from_seq + 1)))
-        )
-        if rows and rows[-1][0] > to_seq:  # only after a gap (a tampered log)
-            rows = [row for row in rows if row[0] <= to_seq]
-        return rows
-
-    def _read_batch(self, from_seq: int, to_seq: int, limit: int) -> list[Recorded]:
-        return decode_rows(self._rows(from_seq, to_seq, limit), self.get_blob, self.sealed)
-
-    def read_at(self, seqs: Sequence[int]) -> list[Recorded]:
-        """The records at `seqs`, in seq order: only those rows are fetched and decoded,
-        not the other sessions' rows between them (read-only)."""
-        wanted = sorted(set(seqs))
-        rows: list[tuple[Any, ...]] = []
-        for start in range(0, len(wanted), _READ_AT_CHUNK):
-            chunk = wanted[start : start + _READ_AT_CHUNK]
-            rows += self._fetch("read the log", _READ_AT, (chunk,))
-        return decode_rows(rows, self.get_blob, self.sealed)
-
-    def read_stream(
-        self, stream: str, from_version: int = 1, to_version: int | None = None
-    ) -> Iterator[Recorded]:
-        """Events of one stream with from_version <= version (<= to_version), in order (read-only)."""
-        found = self._run("read a stream", lambda conn: stream_ends(conn, stream, self._appender))
-        if found is None:
-            return
-        stream_id, upto = found[0], MAX_SEQ if to_version is None else to_version
-        next_version = from_version
-        while next_version <= upto:
-            limit = min(_READ_BATCH, upto - next_version + 1)
-            rows = self._fetch("read a stream", q.READ_STREAM, (stream_id, next_version, limit))
-            last = len(rows) < limit or rows[-1][1] >= upto  # (the ends checked with it)
-            kept = [r for r in rows if r[1] <= upto]
-            ends = found[1:] if last else ()
-            page = decode_rows(
-                in_versions(kept, next_version, stream, ends), self.get_blob, self.sealed
-            )
-            yield from of_stream(page, stream)
-            if last:
-                return
-            next_version = rows[-1][1] + 1
 
     # --- blobs and checkpoints ---------------------------------------------------------------
 
@@ -567,10 +432,7 @@ class PostgresEventStore(PgDerived, PgStreamed, EventStore):
     def try_lease(self, key: str) -> Release | None:
         """A session-level advisory lock on the store's lease connection, held until
         release (see :mod:`.postgres_leases`)."""
-        if self._closed:
-            raise StoreError(
-                f"the event store {self.where} is closed; open a new PostgresEventStore"
-            )
+        self._check_open()
         try:
             return self._leases.try_lease(key)
         except psycopg.Error as exc:

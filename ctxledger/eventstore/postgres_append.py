@@ -31,11 +31,11 @@ import psycopg
 import psycopg.errors
 from psycopg import generators, pq
 
-from ctxledger.errors import ConcurrencyError
-from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.errors import ConcurrencyError, CtxLedgerError, DuplicateEventError
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.postgres_copy import PREPARED, Placed, hash_rows, unprepared
-from ctxledger.eventstore.postgres_errors import leaving
+from ctxledger.eventstore.postgres_errors import Left, cancelled, leaving, mark
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, blobs_then
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 
@@ -85,6 +85,11 @@ _json = msgspec.json.Encoder().encode
 _COPY_TYPES = ["int8", "text", "int8", "int8", "text", "int4", "bytea", "text"]
 _MISSING = psycopg.errors.InvalidSqlStatementName
 T = TypeVar("T")
+#: the look-up after a cut one-event call (:meth:`Appender.one_left`) waits this long at
+#: most for a lock on ``events`` (another session's ``LOCK TABLE``, a migration) and runs
+#: this long at most: past either it answers "maybe" rather than add the role's whole
+#: wait (or no end at all) to the one that was just cut
+_LOOKUP_LIMITS = "SET LOCAL lock_timeout = '100ms'; SET LOCAL statement_timeout = '500ms'"
 
 
 def _rollback(conn: Conn) -> None:
@@ -156,9 +161,35 @@ class Appender:
         arguments: the same steps in one round trip, its row written once (sealed
         directly) when the lock is free."""
         if len(batches) == 1 and len(batches[0].rows) == 1:
-            with leaving("maybe"):  # (its insert and its wait are one CALL)
+            try:
                 return self.held(conn, lambda c: self.call_one(c, batches[0]))
+            except psycopg.Error as exc:
+                mark(exc, self.one_left(conn, exc, batches[0]))
+                raise
         return self.call_many(conn, batches)
+
+    def one_left(self, conn: Conn, exc: psycopg.Error, batch: PreparedBatch) -> Left:
+        """What a one-event ``CALL`` the server cancelled had left. Its procedure commits
+        the row before it waits for another writer's seal, so a cancel before that commit
+        left nothing and one after it left the row stored. One look-up of the event, on
+        this error path only, tells which (the CALL is over, its open transaction rolled
+        back; the id is unique), judged as a re-send is (:meth:`_already_stored`): the
+        same event stored in the same stream is "committed" (by this call, or by the
+        append a re-send repeats); no row, or a row holding another event or in another
+        stream (this one's insert could not have committed), is "nothing". When the
+        session cannot ask (it ended), or the look-up fails or runs past its own short
+        limits (:data:`_LOOKUP_LIMITS`): "maybe"."""
+        if not cancelled(exc) or conn.broken:
+            return "maybe"
+        try:
+            with conn.transaction():
+                conn.execute(_LOOKUP_LIMITS)
+                stored = self._already_stored(conn, [batch], {})
+        except DuplicateEventError:
+            return "nothing"
+        except (psycopg.Error, CtxLedgerError):
+            return "maybe"
+        return "committed" if stored else "nothing"
 
     def call_many(self, conn: Conn, batches: list[PreparedBatch]) -> dict[str, int]:
         """``ctxledger_insert``, then ``ctxledger_await`` if it could not seal."""

@@ -39,9 +39,10 @@ import psycopg.errors
 from psycopg import generators, pq
 from psycopg.abc import PQGen
 
-from ctxledger.eventstore import postgres_schema as q
-from ctxledger.eventstore.base import AppendRequest, PreparedBatch
+from ctxledger.eventstore import postgres_sql as q
+from ctxledger.eventstore.base import AppendRequest
 from ctxledger.eventstore.postgres_errors import leaving
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_header, chain_rows, chain_tip
 
 __all__ = [
@@ -146,7 +147,7 @@ def hash_rows(
 def copy_shaped(requests: Sequence[AppendRequest], more_than: int) -> bool:
     """True for an append :func:`copy_append` can start before it is prepared: more than
     `more_than` events, no linked rows asked for, streams that are ids (nothing the head
-    could not bind; :func:`~ctxledger.eventstore.base.prepare_append` checks the rest)."""
+    could not bind; :func:`~ctxledger.eventstore.preparing.prepare_append` checks the rest)."""
     total = 0
     for request in requests:
         stream = request.stream
@@ -182,7 +183,7 @@ def _copy_append(
     an expected version is stale or ``prepare`` declined (returned None).
 
     `heads` are the streams and their event counts, in request order; ``prepare()``
-    validates and encodes the batches (:func:`~ctxledger.eventstore.base.prepare_append`)
+    validates and encodes the batches (:func:`~ctxledger.eventstore.preparing.prepare_append`)
     while the head is on its way and the server takes the lock and seals: an error it
     raises aborts the ``COPY`` (nothing written) and propagates."""
     names = [stream for stream, _ in heads]

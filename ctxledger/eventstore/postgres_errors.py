@@ -21,7 +21,15 @@ from ctxledger.errors import (
     StoreError,
 )
 
-__all__ = ["ConnectionLost", "Left", "ServerCancelled", "leaving", "translated"]
+__all__ = [
+    "ConnectionLost",
+    "Left",
+    "ServerCancelled",
+    "cancelled",
+    "leaving",
+    "mark",
+    "translated",
+]
 
 _RESEND = "; an append cut off may or may not be stored: re-send the same events (ids make it safe)"
 #: what a role needs on a ledger's schema (the README's PostgreSQL section says the same)
@@ -75,13 +83,18 @@ _LEFT: dict[str, str] = {
     # one transaction (client-side, COPY, streamed; a small append's insert)
     "nothing": ", nothing of the append was written: retry",
     # a small append's wait for the seal, after its insert committed its rows unsealed
+    # (with synchronous_commit off: only the seal's commit is flushed); a one-event call
+    # whose look-up found its event stored as sent (by it, or by the append it re-sends)
     "committed": (
         ", but only its wait: its events were committed before it waited for another "
-        "writer's seal, and are stored (readers see them once the next append or settle() "
-        "seals them): do not retry them as new events; re-sending the same events is safe "
+        "writer's seal (or by the earlier append this one re-sends), and are stored "
+        "(readers see them once the next append or settle() seals them): do not retry "
+        "them as new events; until that seal a server crash could still lose them (rows "
+        "waiting for a seal are committed without a flush), so re-send the same events "
         "(ids make it a no-op)"
     ),
-    # a one-event call (its insert and wait in one CALL), or a path that said nothing
+    # a one-event call whose stored row could not be looked up (its session ended, the
+    # look-up failed or ran past its limits), or a path that said nothing
     "maybe": (
         ", but a small append commits its rows before it waits for another writer's seal, "
         "so they may be stored: re-send the same events (ids make it safe)"
@@ -97,25 +110,36 @@ def leaving(left: Left) -> Iterator[None]:
     try:
         yield
     except psycopg.Error as exc:
-        if not hasattr(exc, _LEFT_ATTR):
-            setattr(exc, _LEFT_ATTR, left)
+        mark(exc, left)
         raise
+
+
+def mark(exc: psycopg.Error, left: Left) -> None:
+    """Mark `exc` with what its append path had left (:func:`leaving`), unless an inner
+    path marked it already."""
+    if not hasattr(exc, _LEFT_ATTR):
+        setattr(exc, _LEFT_ATTR, left)
+
+
+def cancelled(exc: psycopg.Error) -> bool:
+    """Whether the server cancelled the operation and rolled it back (a timeout, a
+    cancel, a deadlock) while still answering: the session can ask it more."""
+    return (exc.sqlstate or "") in _CANCELLED
 
 
 #: a transaction the server could not say was committed or not (class 40's 40003)
 _UNKNOWN_END = "40003"
 
 
-def translated(
-    exc: psycopg.Error, action: str, where: str, *, one_transaction: bool = False
-) -> CtxLedgerError:
+def translated(exc: psycopg.Error, action: str, where: str) -> CtxLedgerError:
     """The error to raise for `exc` met while trying to `action` in the ledger `where`.
 
-    `one_transaction`: the append ran in one transaction (the streamed one), so a cancel
-    wrote nothing of it. Otherwise the path that met `exc` said what it had left
-    (:func:`leaving`): nothing (one transaction), its rows committed (a small append
+    A cancelled append says what the path that met `exc` had left (:func:`leaving`):
+    nothing (one transaction: client-side, COPY, streamed, a small append's insert, a
+    one-event call cut before its row committed), its rows committed (a small append
     cut while it waited for the seal: stored, the next writer's seal shows them), or
-    maybe (a one-event call, whose insert and wait are one statement: re-send)."""
+    maybe (a one-event call whose row could not be looked up, or a path that said
+    nothing: re-send)."""
     said = f"could not {action} in {where}"
     detail = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, psycopg.errors.DiskFull):
@@ -133,7 +157,7 @@ def translated(
         why, remedy = cancelled
         tail = ": retry"
         if action == "append":
-            tail = _LEFT["nothing" if one_transaction else getattr(exc, _LEFT_ATTR, "maybe")]
+            tail = _LEFT[getattr(exc, _LEFT_ATTR, "maybe")]
         return ServerCancelled(
             f"{said}: the server cancelled it ({detail}): {why}; its transaction was "
             f"rolled back{tail}{remedy}"

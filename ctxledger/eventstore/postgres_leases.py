@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore.leases import Release
 
 Conn = psycopg.Connection[tuple[Any, ...]]

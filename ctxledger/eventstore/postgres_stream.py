@@ -46,12 +46,13 @@ import psycopg.errors
 import psycopg_pool
 from psycopg import generators, pq
 
-from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput, StoreError
-from ctxledger.eventstore import postgres_schema as q
+from ctxledger.errors import ConcurrencyError, CtxLedgerError, InvalidInput
+from ctxledger.eventstore import postgres_sql as q
 from ctxledger.eventstore import streamed
 from ctxledger.eventstore.base import StreamedRequest
 from ctxledger.eventstore.postgres_append import BLOB_LOCK, Appender
 from ctxledger.eventstore.postgres_copy import RowPacker
+from ctxledger.eventstore.postgres_errors import leaving
 from ctxledger.eventstore.rows import GENESIS_HASH, chain_tip
 from ctxledger.eventstore.streamed import PreparedChunk, checked_request, prepared_chunks
 
@@ -96,23 +97,19 @@ class PgStreamed:
     _pool: psycopg_pool.ConnectionPool[Conn]
     _appender: Appender
     _blob_threshold: int
-    _closed: bool
-    where: str
-    _translate: Callable[..., CtxLedgerError]  # (exc, action, *, one_transaction)
+    _check_open: Callable[[], None]
+    _translate: Callable[[psycopg.Error, str], CtxLedgerError]
 
     def append_stream(self, requests: Iterable[StreamedRequest]) -> dict[str, int]:
         """``append_many`` of requests whose events may be generators, encoded and
         written a chunk at a time in one transaction (:class:`StreamWriter`): the same
         rows and chain; never retried (the generators are read once)."""
-        if self._closed:
-            raise StoreError(
-                f"the event store {self.where} is closed; open a new PostgresEventStore"
-            )
+        self._check_open()
         try:
-            with self._pool.connection() as conn:
+            with leaving("nothing"), self._pool.connection() as conn:  # (one transaction)
                 return StreamWriter(conn, self._appender, self._blob_threshold).write(requests)
         except psycopg.Error as exc:
-            raise self._translate(exc, "append", one_transaction=True) from exc
+            raise self._translate(exc, "append") from exc
 
 
 class StreamWriter:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from ctxledger.errors import DuplicateEventError, IntegrityError, InvalidEvent, UnknownBlob
-from ctxledger.eventstore.base import PreparedBatch
+from ctxledger.eventstore.preparing import PreparedBatch
 from ctxledger.eventstore.rows import decode_rows, shown
 from ctxledger.integers import shown as quoted
 

@@ -5,7 +5,7 @@ instead of tokenizing the content again (:func:`ctxledger.tokens.knowing_counts`
 count is in the row's payload, beside the ref of the content's blob: the blob is
 checked against its sha256 ref when read (:mod:`ctxledger.eventstore.contents`), the
 payload here. :func:`append_sealed` re-checks the append holding the row exactly as
-``verify`` does (:class:`~ctxledger.eventstore.rows.ChainVerifier`): each row's digest,
+``verify`` does (:class:`~ctxledger.eventstore.verifier.ChainVerifier`): each row's digest,
 and the append's sha256 link from the chain value before it over every row's id, kind,
 position and payload. A row whose count or content ref was edited no longer matches it,
 so its count is not reused (the content is counted). An edit that also rewrites this
@@ -19,13 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from ctxledger.errors import CtxLedgerError
-from ctxledger.eventstore.rows import (
-    GENESIS_HASH,
-    ChainVerifier,
-    StoredRow,
-    chain_tip,
-    split_linked,
-)
+from ctxledger.eventstore.rows import GENESIS_HASH, StoredRow, chain_tip, split_linked
+from ctxledger.eventstore.verifier import ChainVerifier
 
 __all__ = ["append_sealed"]
 

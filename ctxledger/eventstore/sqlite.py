@@ -40,18 +40,16 @@ from ctxledger.errors import (
     StoreError,
     UnknownBlob,
 )
-from ctxledger.events import BLOB_THRESHOLD, Event, Recorded, sha256_hex
+from ctxledger.events import BLOB_THRESHOLD, Recorded, sha256_hex
 from ctxledger.eventstore import sqlite_sql as q
 from ctxledger.eventstore.base import (
     MAX_SEQ,
     AppendRequest,
     Durability,
     EventStore,
-    PreparedBatch,
     StreamedRequest,
     in_versions,
     of_stream,
-    prepare_append,
     sound_ends,
 )
 from ctxledger.eventstore.derived import SQLiteDerived
@@ -64,6 +62,7 @@ from ctxledger.eventstore.migrations import (
     unmade_ledger,
 )
 from ctxledger.eventstore.paging import paged
+from ctxledger.eventstore.preparing import PreparedBatch, prepare_append
 from ctxledger.eventstore.readonly import (
     READ_ONLY_WRITE,
     Unchanged,
@@ -74,11 +73,8 @@ from ctxledger.eventstore.resends import StoredAs, already_stored, as_stored, bl
 from ctxledger.eventstore.rows import (
     GENESIS_HASH,
     NO_HEAD,
-    BlobChecks,
-    ChainVerifier,
     HeadedRow,
     StoredRow,
-    VerifyReport,
     chain_rows,
     chain_tip,
     decode_rows,
@@ -87,6 +83,7 @@ from ctxledger.eventstore.space import PAGE_SIZE, TEMPORARY, UNPERSISTED, check_
 from ctxledger.eventstore.sqlite_errors import check_numbered, translated, undecoded
 from ctxledger.eventstore.sqlite_heads import HeadColumns
 from ctxledger.eventstore.sqlite_stream import insert_rows, write_stream
+from ctxledger.eventstore.verifier import BlobChecks, ChainVerifier, VerifyReport
 
 if sys.platform != "win32":
     import fcntl
@@ -236,16 +233,6 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
         )
 
     # --- appending -----------------------------------------------------------------------
-
-    def append(
-        self,
-        stream: str,
-        events: Sequence[Event],
-        expected_version: int | None,
-        blobs: Mapping[str, bytes] | None = None,
-    ) -> int:
-        """Append `events` to one stream; one transaction. Returns the stream's new version."""
-        return self.append_many((AppendRequest(stream, events, expected_version),), blobs)[stream]
 
     def append_many(
         self, requests: Sequence[AppendRequest], blobs: Mapping[str, bytes] | None = None
@@ -411,15 +398,6 @@ class SQLiteEventStore(SQLiteDerived, EventStore, HeadColumns):
         """(stream, version) for every stream, in order of their first event (read-only)."""
         with self._lock, self._errors("list streams"):
             return [(str(s), int(v)) for s, v in self._conn.execute(q.STREAMS)]
-
-    def read_all(
-        self, from_seq: int = 1, to_seq: int | None = None, batch_size: int = _READ_BATCH
-    ) -> Iterator[Recorded]:
-        """Events with from_seq <= seq (<= to_seq) in log order, fetched `batch_size` rows at a time (read-only)."""
-        upto = MAX_SEQ if to_seq is None else to_seq
-        return paged(
-            lambda n, k: self._read_batch(n, upto, k), from_seq, batch_size, lambda r: r.seq
-        )
 
     def read_stored(self, from_seq: int = 1, batch_size: int = _READ_BATCH) -> Iterator[StoredRow]:
         """Rows as stored, `batch_size` at a time, in seq order (read-only; see EventStore)."""

@@ -27,12 +27,8 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.eventstore.base import (
-    AppendRequest,
-    PreparedBatch,
-    StreamedRequest,
-    prepare_append,
-)
+from ctxledger.eventstore.base import AppendRequest, StreamedRequest
+from ctxledger.eventstore.preparing import PreparedBatch, prepare_append
 from ctxledger.integers import shown
 
 T = TypeVar("T")

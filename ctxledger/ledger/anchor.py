@@ -47,8 +47,9 @@ from ctxledger.eventstore.opening import (
     target_text,
 )
 from ctxledger.eventstore.readonly import belongs_to_another
-from ctxledger.eventstore.rows import VerifyReport, chain_tip
+from ctxledger.eventstore.rows import chain_tip
 from ctxledger.eventstore.sqlite import SQLiteEventStore
+from ctxledger.eventstore.verifier import VerifyReport
 from ctxledger.inputfile import NotAFile, open_input, read_capped, shown_path
 from ctxledger.integers import shown
 from ctxledger.ledger.derived import differing_values

@@ -44,8 +44,8 @@ from ctxledger.events import SessionEnded as SessionEndedEvent
 from ctxledger.eventstore.base import AppendRequest, Durability, EventStore, StreamedRequest
 from ctxledger.eventstore.contents import remembering_hashes
 from ctxledger.eventstore.opening import close_quietly, default_db_path, open_store
-from ctxledger.eventstore.rows import VerifyReport
 from ctxledger.eventstore.space import UNPERSISTED
+from ctxledger.eventstore.verifier import VerifyReport
 from ctxledger.integers import shown
 from ctxledger.ledger.anchor import seal_anchor
 from ctxledger.ledger.callrepairs import repair_event

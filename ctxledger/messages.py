@@ -215,6 +215,13 @@ class CallLedger:
         #: re-used call ids that were repaired and whose result is still awaited:
         #: original id -> replacement (None: settled here, whatever the base says)
         self.renamed: dict[str, str | None] = {}
+        #: original ids of repaired re-uses whose call was lost: unanswered when a user
+        #: message came before the re-use (no later result with the id answers it)
+        self.lost: set[str] = set()
+        #: ids issued since the latest user message here (`turned`: one came here;
+        #: else the base's count too)
+        self.in_turn: set[str] = set()
+        self.turned = False
         self._base = base
 
     def fold(self, messages: Iterable[JSON], renames: Mapping[str, str]) -> None:
@@ -224,15 +231,44 @@ class CallLedger:
         for msg in messages:
             if msg.get("role") == "assistant":
                 for call_id in tool_call_ids(msg):
-                    self.issued.add(call_id)
                     if call_id in renames:
-                        self.renamed[renames[call_id]] = call_id
+                        self.supersede(renames[call_id], call_id)
+                    self.issue(call_id)
+            elif msg.get("role") == "user":
+                self.new_turn()
             elif msg.get("role") == "tool":
                 call_id = str(msg.get("tool_call_id"))
                 self.answered.add(call_id)
                 original = renames.get(call_id)
                 if original is not None and self.renamed.get(original) == call_id:
                     self.renamed[original] = None
+
+    def issue(self, call_id: str) -> None:
+        self.issued.add(call_id)
+        self.in_turn.add(call_id)
+
+    def new_turn(self) -> None:
+        """A user message: the calls issued before it are no longer in the current turn."""
+        self.in_turn = set()
+        self.turned = True
+
+    def issued_this_turn(self, call_id: str) -> bool:
+        """Whether `call_id` was issued after the latest user message."""
+        if call_id in self.in_turn:
+            return True
+        return not self.turned and self._base is not None and self._base.issued_this_turn(call_id)
+
+    def supersede(self, call_id: str, replacement: str) -> None:
+        """A later call re-uses `call_id` and got `replacement`: the original call keeps
+        waiting for the next result with the id if it is unanswered and no user message
+        came since it was made; unanswered across a user message, it is lost (the
+        planner's ``compressor.layout.Scanner`` pairs them alike)."""
+        self.renamed[call_id] = replacement
+        if not self.was_answered(call_id) and not self.issued_this_turn(call_id):
+            self.lost.add(call_id)
+
+    def was_lost(self, call_id: str) -> bool:
+        return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
 
     def pending_rename(self, call_id: str) -> str | None:
         """The replacement of a repaired re-used `call_id` whose result has not come yet."""
@@ -242,13 +278,15 @@ class CallLedger:
 
     def rename_for(self, call_id: str) -> str | None:
         """The replacement a result with `call_id` goes to, if any: the pending one, once
-        the original call is answered or no longer in the view (a compaction between the
-        repaired call and its result summarized it away); an original call still awaiting
-        its result takes it."""
+        the original call is answered, lost (:meth:`supersede`) or no longer in the view
+        (a compaction between the repaired call and its result summarized it away); an
+        original call still awaiting its result in the re-use's user turn takes it."""
         pending = self.pending_rename(call_id)
         if pending is None or self.was_answered(pending):
             return None
-        return pending if self.was_answered(call_id) or not self.was_issued(call_id) else None
+        if self.was_answered(call_id) or not self.was_issued(call_id):
+            return pending
+        return pending if self.was_lost(call_id) else None
 
     def overlay(self) -> CallLedger:
         return CallLedger(base=self)
@@ -317,8 +355,9 @@ def repair_call_ids(
     calls per turn), while a session needs them unique. A call whose id was already
     issued (earlier in the session per `ledger`, or earlier in the batch) gets
     ``new_id(index, call_index)``; the next result with the original id, once the
-    original call is answered (or is no longer in the session's view: a compaction
-    summarized it away), is given the replacement. Messages are never mutated:
+    original call is answered, lost (still unanswered when a user message came before
+    the re-use: a turn that stopped with its call in flight) or no longer in the
+    session's view (a compaction summarized it away), is given the replacement. Messages are never mutated:
     a repaired one is a copy. Shapes are not checked here (``validate_messages`` does
     that next); anything malformed is passed through for it to name.
     """
@@ -342,14 +381,16 @@ def repair_call_ids(
                             break
                         new = f"{first}_{k}"
                     fixed[j] = {**call, "id": new}
-                    work.renamed[call_id] = new
+                    work.supersede(call_id, new)
                     repairs.append(
                         CallIdRepair(index=i, call_index=j, original=call_id, replacement=new)
                     )
                     call_id = new
-                work.issued.add(call_id)
+                work.issue(call_id)
             if fixed != calls:
                 out[i] = {**msg, "tool_calls": fixed}
+        elif msg.get("role") == "user":
+            work.new_turn()
         elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
             call_id = msg["tool_call_id"]
             pending = work.rename_for(call_id)

@@ -205,6 +205,51 @@ def test_reused_call_ids_keep_each_call_with_its_own_result(
             assert i in live or i in summarized, f"tool result {i} silently dropped"
 
 
+def _decisions(p: CompactionPlan) -> tuple[Any, ...]:
+    """A plan's decisions, without the ids it names."""
+    orphans = [(o.index, o.action) for o in p.orphans]
+    bounds = (p.head_end, p.tail_start, p.carried, p.summary_role, p.merged_into_tail)
+    return p.action, p.skip_reason, bounds if p.action == "compress" else None, orphans
+
+
+@given(
+    data=S.counted_transcripts(max_turns=8),
+    config=configs(),
+    window=windows,
+    stops=st.lists(st.booleans(), min_size=10, max_size=10),
+)
+def test_a_call_lost_before_a_user_turn_is_planned_as_if_its_id_were_unique(
+    data: tuple[list[Message], list[int]],
+    config: CompressionConfig,
+    window: int,
+    stops: list[bool],
+) -> None:
+    """Session 45: a call that never got a result, then a user turn, then calls numbered
+    per turn making its id again. The later results answer the later calls (the lost
+    call is not waiting any more), so the plan is the plan of the same list with a
+    unique id for it: no group stretched from the lost call to a much later result
+    (which left no valid cut, ``no_valid_cut``, where one existed), every result kept
+    with one call."""
+    numbered = S.numbered_per_turn(data[0])
+    users = [i for i, m in enumerate(numbered) if m["role"] == "user"]
+    before = {i for i, stop in zip(users, stops, strict=False) if stop}
+    reused, counts = S.with_lost_calls(numbered, data[1], before, reuse=True)
+    unique, _ = S.with_lost_calls(numbered, data[1], before, reuse=False)
+    p = plan(reused, config, counts, context_length=window, force=True)
+    assert _decisions(p) == _decisions(
+        plan(unique, config, counts, context_length=window, force=True)
+    )
+    if p.action == "skip":
+        return
+    result = apply(p, reused, "Summary of the earlier turns.")
+    _check_pairs(result.messages)
+    live = {e.source_index for e in result.entries if e.origin != "stub"}
+    summarized = set(p.summarized_indices())
+    for i, m in enumerate(reused):
+        if m["role"] == "tool":
+            assert i in live or i in summarized, f"tool result {i} silently dropped"
+
+
 @given(data=S.counted_transcripts(max_turns=8), config=configs(), window=windows)
 def test_tail_respects_soft_ceiling_except_for_minimum_count(
     data: tuple[list[Message], list[int]], config: CompressionConfig, window: int

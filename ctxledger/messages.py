@@ -212,9 +212,9 @@ class CallLedger:
     ) -> None:
         self.issued: set[str] = set(issued)
         self.answered: set[str] = set(answered)
-        #: re-used call ids that were repaired and whose result is still awaited:
-        #: original id -> replacement (None: settled here, whatever the base says)
-        self.renamed: dict[str, str | None] = {}
+        #: re-used call ids that were repaired: original id -> the replacements that
+        #: may still be waiting for a result, in order (an entry here replaces the base's)
+        self.renamed: dict[str, list[str]] = {}
         #: original ids of repaired re-uses whose call was lost: unanswered when a user
         #: message came before the re-use (no later result with the id answers it)
         self.lost: set[str] = set()
@@ -237,11 +237,7 @@ class CallLedger:
             elif msg.get("role") == "user":
                 self.new_turn()
             elif msg.get("role") == "tool":
-                call_id = str(msg.get("tool_call_id"))
-                self.answered.add(call_id)
-                original = renames.get(call_id)
-                if original is not None and self.renamed.get(original) == call_id:
-                    self.renamed[original] = None
+                self.answered.add(str(msg.get("tool_call_id")))
 
     def issue(self, call_id: str) -> None:
         self.issued.add(call_id)
@@ -259,22 +255,42 @@ class CallLedger:
         return not self.turned and self._base is not None and self._base.issued_this_turn(call_id)
 
     def supersede(self, call_id: str, replacement: str) -> None:
-        """A later call re-uses `call_id` and got `replacement`: the original call keeps
-        waiting for the next result with the id if it is unanswered and no user message
-        came since it was made; unanswered across a user message, it is lost (the
-        planner's ``compressor.layout.Scanner`` pairs them alike)."""
-        self.renamed[call_id] = replacement
-        if not self.was_answered(call_id) and not self.issued_this_turn(call_id):
-            self.lost.add(call_id)
+        """A later call re-uses `call_id` and got `replacement`. The calls made with the
+        id before it keep waiting for the next results with the id, first in, first out,
+        if the latest of them is unanswered and no user message came since it was made;
+        unanswered across a user message, they are lost (the planner's
+        ``compressor.layout.Scanner`` pairs them alike)."""
+        made = self.replacements(call_id)
+        latest = made[-1] if made else call_id  # the latest call made with the id
+        if self.waiting_before_turn(latest):  # lost, and so are those waiting before it
+            waiting = []
+            if self.was_issued(call_id) and not self.was_answered(call_id):
+                self.lost.add(call_id)
+        else:
+            waiting = [r for r in made if not self.was_answered(r)]
+        self.renamed[call_id] = [*waiting, replacement]
+
+    def waiting_before_turn(self, call_id: str) -> bool:
+        """Whether the call `call_id`, in the view, has no result and a user message came
+        after it."""
+        return (
+            self.was_issued(call_id)
+            and not self.was_answered(call_id)
+            and not self.issued_this_turn(call_id)
+        )
+
+    def replacements(self, call_id: str) -> list[str]:
+        if call_id in self.renamed:
+            return self.renamed[call_id]
+        return self._base.replacements(call_id) if self._base is not None else []
 
     def was_lost(self, call_id: str) -> bool:
         return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
 
     def pending_rename(self, call_id: str) -> str | None:
-        """The replacement of a repaired re-used `call_id` whose result has not come yet."""
-        if call_id in self.renamed:
-            return self.renamed[call_id]
-        return self._base.pending_rename(call_id) if self._base is not None else None
+        """The earliest replacement of a repaired re-used `call_id` still waiting for its
+        result."""
+        return next((r for r in self.replacements(call_id) if not self.was_answered(r)), None)
 
     def rename_for(self, call_id: str) -> str | None:
         """The replacement a result with `call_id` goes to, if any: the pending one, once
@@ -282,7 +298,7 @@ class CallLedger:
         (a compaction between the repaired call and its result summarized it away); an
         original call still awaiting its result in the re-use's user turn takes it."""
         pending = self.pending_rename(call_id)
-        if pending is None or self.was_answered(pending):
+        if pending is None:
             return None
         if self.was_answered(call_id) or not self.was_issued(call_id):
             return pending
@@ -396,11 +412,16 @@ def repair_call_ids(
             pending = work.rename_for(call_id)
             if pending is not None:
                 out[i] = {**msg, "tool_call_id": pending}
-                work.renamed[call_id] = None
                 repairs.append(
                     CallIdRepair(index=i, call_index=None, original=call_id, replacement=pending)
                 )
                 call_id = pending
+            elif work.was_lost(call_id) and not work.was_answered(call_id):
+                raise InvalidMessage(
+                    f"tool result for {shown(call_id)}, whose call is lost (a user message "
+                    "came after it before a later call made that id again, and got its result)",
+                    index=i,
+                )
             work.answered.add(call_id)
     return out, repairs
 

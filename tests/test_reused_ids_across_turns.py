@@ -15,12 +15,15 @@ from typing import Any
 
 import pytest
 from helpers.ledger_helpers import chain_events, compact_now, make_ledger
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import message_layout
+from ctxledger.errors import InvalidMessage
 from ctxledger.events import ToolCallIdsRepaired
-from ctxledger.messages import CallLedger, repair_call_ids
+from ctxledger.messages import CallLedger, repair_call_ids, validate_messages
 
 
 def call(cid: str) -> dict[str, Any]:
@@ -82,6 +85,52 @@ def test_calls_waiting_before_a_lost_one_are_lost_with_it() -> None:
     assert pairs(fixed) == pairs(messages) == {5: 4}
 
 
+def test_a_second_reuse_while_the_first_replacement_waits_pairs_first_in_first_out() -> None:
+    # (before session 45 the repair kept one replacement per id: the result went to C)
+    messages = [user("go"), asks("x"), asks("x"), result("x", "a"), asks("x"), result("x", "b")]
+    fixed, _ = repair_call_ids(messages, None, _fresh)
+    assert [fixed[5]["tool_call_id"], fixed[4]["tool_calls"][0]["id"]] == ["new_2", "new_4"]
+    assert pairs(fixed) == pairs(messages) == {3: 1, 5: 2}
+
+
+def test_a_result_for_a_lost_call_is_refused_with_nothing_appended(tmp_path: Path) -> None:
+    with make_ledger(tmp_path / "l.db") as ledger:
+        sid = ledger.start_session(model="m", context_length=32_000)
+        ledger.append_messages(sid, [user("go"), asks("x"), user(), asks("x"), result("x")])
+        before = ledger.api_messages(sid)
+        with pytest.raises(InvalidMessage, match="tool result for 'x', whose call is lost"):
+            ledger.append_messages(sid, [result("x", "late")])
+        assert ledger.api_messages(sid) == before
+    # the planner reads it as a second result for the later call and drops it
+    assert pairs([user("go"), asks("x"), user(), asks("x"), result("x"), result("x")]) == {4: 3}
+
+
+_EVENTS = st.lists(
+    st.one_of(
+        st.just(user()),
+        st.lists(st.sampled_from("xyz"), min_size=1, max_size=2, unique=True).map(
+            lambda ids: {"role": "assistant", "content": "a", "tool_calls": [call(c) for c in ids]}
+        ),
+        st.sampled_from("xyz").map(result),
+    ),
+    max_size=16,
+)
+
+
+@settings(max_examples=600)  # (cheap: a few short lists scanned twice)
+@given(messages=_EVENTS)
+def test_the_repair_pairs_results_as_the_planner_does(messages: list[dict[str, Any]]) -> None:
+    """One rule in both: wherever the ledger takes a list with re-used ids, each result
+    answers the call the planner's scan gives it (the repaired list, ids unique, reads
+    the same), and no result answers two calls."""
+    try:
+        fixed, _ = repair_call_ids(messages, None, _fresh)
+        validate_messages(fixed)
+    except InvalidMessage:
+        return
+    assert pairs(fixed) == pairs(messages)
+
+
 def test_the_rule_holds_across_batches_and_the_stored_view() -> None:
     stored = CallLedger()
     stored.fold([user("go"), asks("x")], {})
@@ -137,6 +186,7 @@ def test_a_ledger_written_by_the_older_rule_replays_verifies_and_goes_on(
     db = tmp_path / "old.db"
     with monkeypatch.context() as old:
         old.setattr(CallLedger, "rename_for", _old_rename_for)
+        old.setattr(CallLedger, "was_lost", lambda self, call_id: False)  # (no such thing)
         with make_ledger(db) as ledger:
             sid = ledger.start_session(model="m", context_length=16_000)
             ledger.append_messages(sid, [user("go"), asks("call_0"), user(), asks("call_0")])

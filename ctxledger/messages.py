@@ -245,7 +245,7 @@ class CallLedger:
 
     def new_turn(self) -> None:
         """A user message: the calls issued before it are no longer in the current turn."""
-        self.in_turn = set()
+        self.in_turn.clear()
         self.turned = True
 
     def issued_this_turn(self, call_id: str) -> bool:
@@ -280,8 +280,9 @@ class CallLedger:
         )
 
     def replacements(self, call_id: str) -> list[str]:
-        if call_id in self.renamed:
-            return self.renamed[call_id]
+        made = self.renamed.get(call_id)
+        if made is not None:
+            return made
         return self._base.replacements(call_id) if self._base is not None else []
 
     def was_lost(self, call_id: str) -> bool:
@@ -290,7 +291,10 @@ class CallLedger:
     def pending_rename(self, call_id: str) -> str | None:
         """The earliest replacement of a repaired re-used `call_id` still waiting for its
         result."""
-        return next((r for r in self.replacements(call_id) if not self.was_answered(r)), None)
+        for made in self.replacements(call_id):
+            if not self.was_answered(made):
+                return made
+        return None
 
     def rename_for(self, call_id: str) -> str | None:
         """The replacement a result with `call_id` goes to, if any: the pending one, once

@@ -40,7 +40,7 @@ stripped (Hermes keeps it: a kept result has its id).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -177,25 +177,60 @@ def _without_summary(out: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return result
 
 
-def test_orphan_repairs_match_hermes(hermes: Hermes) -> None:
-    sessions = drawn(_session(), 250, derandomize=True)
+Messages = list[dict[str, Any]]
+Output = Sequence[Mapping[str, Any]]
+
+
+def _planned(
+    hermes: Hermes, sessions: list[dict[str, Any]]
+) -> Iterator[tuple[Messages, dict[str, Any], CompactionPlan]]:
+    """Each session, Hermes's answer, and ctxledger's plan given Hermes's estimates."""
     answers = hermes.ask("orphans", sessions)
     estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
-    pairs, at, repaired = [], 0, 0
+    at = 0
     for session, answer in zip(sessions, answers, strict=True):
         assert "out" in answer, answer  # Hermes did not raise
         messages = session["messages"]
         counts = [e["budget"] for e in estimates[at : at + len(messages)]]
         at += len(messages)
-        p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
-        if p.action != "compress" or p.carried or answer["bounds"] != [p.head_end, p.tail_start]:
-            continue  # another middle: the boundary differences test_parity_boundaries names
-        theirs = answer["out"]
-        ours = _as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages))
-        if _dropped_next_to_summary(p):  # the summary's place is a kept difference
-            theirs, ours = _without_summary(theirs), _without_summary(ours)
+        yield (
+            messages,
+            answer,
+            plan(messages, CONFIG, counts, context_length=session["window"], force=True),
+        )
+
+
+def _same_middle(p: CompactionPlan, answer: dict[str, Any]) -> bool:
+    """Whether both summarized the same middle (else: the boundary differences
+    test_parity_boundaries names)."""
+    return (
+        p.action == "compress" and not p.carried and answer["bounds"] == [p.head_end, p.tail_start]
+    )
+
+
+def _shapes(
+    p: CompactionPlan,
+    messages: Messages,
+    answer: dict[str, Any],
+    both: Callable[[Output], Output] = list,
+) -> tuple[Any, Any]:
+    """Hermes's output and ctxledger's, kept differences written Hermes's way, as shapes;
+    `both` is applied to each first."""
+    theirs = both(answer["out"])
+    ours = both(_as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages)))
+    if _dropped_next_to_summary(p):  # the summary's place is a kept difference
+        theirs, ours = _without_summary(theirs), _without_summary(ours)
+    return _shape(theirs), _shape(ours)
+
+
+def test_orphan_repairs_match_hermes(hermes: Hermes) -> None:
+    sessions = drawn(_session(), 250, derandomize=True)
+    pairs, repaired = [], 0
+    for messages, answer, p in _planned(hermes, sessions):
+        if not _same_middle(p, answer):
+            continue
         repaired += bool(p.orphans)
-        pairs.append((len(messages), _shape(theirs), _shape(ours)))
+        pairs.append((len(messages), *_shapes(p, messages, answer)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
     # most draws summarize the same middle, and most of those repair something
     assert len(pairs) * 2 >= len(sessions) and repaired * 2 >= len(pairs), (len(pairs), repaired)
@@ -289,23 +324,12 @@ def test_reused_call_ids_are_repaired_as_hermes_repairs_them(hermes: Hermes) -> 
         {**s, "messages": numbered_per_turn(s["messages"])}
         for s in drawn(_session(), 150, derandomize=True)
     ]
-    answers = hermes.ask("orphans", sessions)
-    estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
-    pairs, at, reused = [], 0, 0
-    for session, answer in zip(sessions, answers, strict=True):
-        assert "out" in answer, answer
-        messages = session["messages"]
-        counts = [e["budget"] for e in estimates[at : at + len(messages)]]
-        at += len(messages)
-        p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
-        if p.action != "compress" or p.carried or answer["bounds"] != [p.head_end, p.tail_start]:
+    pairs, reused = [], 0
+    for messages, answer, p in _planned(hermes, sessions):
+        if not _same_middle(p, answer):
             continue
-        theirs = answer["out"]
-        ours = _as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages))
-        if _dropped_next_to_summary(p):
-            theirs, ours = _without_summary(theirs), _without_summary(ours)
         reused += _reuse_kept_after_summarized(p, messages)
-        pairs.append((len(messages), _shape(theirs), _shape(ours)))
+        pairs.append((len(messages), *_shapes(p, messages, answer)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
     assert len(pairs) * 2 >= len(sessions) and reused * 3 >= len(pairs), (len(pairs), reused)
 
@@ -426,7 +450,7 @@ def _lost_call_sessions(count: int) -> list[dict[str, Any]]:
     return out
 
 
-def _lost_calls_as_hermes(out: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _lost_calls_as_hermes(out: Output) -> Output:
     """`out` with the inserted lost calls' call lists taken away: ctxledger strips them
     where Hermes keeps them when a kept result has ``call_0`` (difference 5)."""
     return [
@@ -441,28 +465,15 @@ def test_lost_calls_whose_ids_later_turns_reuse_compact_as_hermes(hermes: Hermes
     summarized the same middle, the same structure (the lost calls' own call lists
     aside, difference 5)."""
     sessions = _lost_call_sessions(150)
-    answers = hermes.ask("orphans", sessions)
-    estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
-    pairs, at, spanning = [], 0, 0
-    for session, answer in zip(sessions, answers, strict=True):
-        assert "out" in answer, answer
-        messages = session["messages"]
-        counts = [e["budget"] for e in estimates[at : at + len(messages)]]
-        at += len(messages)
-        p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
+    pairs, spanning = [], 0
+    for messages, answer, p in _planned(hermes, sessions):
         assert p.skip_reason != "no_valid_cut", answer["bounds"]
-        if p.action != "compress" or p.carried or answer["bounds"] != [p.head_end, p.tail_start]:
+        if not _same_middle(p, answer):
             continue
         lost = [i for i, m in enumerate(messages) if m.get("content") == LOST_TEXT]
         spanning += any(i < p.tail_start for i in lost) and _reuse_kept_after_summarized(
             p, messages
         )
-        theirs = _lost_calls_as_hermes(answer["out"])
-        ours = _lost_calls_as_hermes(
-            _as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages))
-        )
-        if _dropped_next_to_summary(p):
-            theirs, ours = _without_summary(theirs), _without_summary(ours)
-        pairs.append((len(messages), _shape(theirs), _shape(ours)))
+        pairs.append((len(messages), *_shapes(p, messages, answer, _lost_calls_as_hermes)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
     assert len(pairs) * 2 >= len(sessions) and spanning * 3 >= len(pairs), (len(pairs), spanning)

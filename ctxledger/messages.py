@@ -377,9 +377,11 @@ def repair_call_ids(
     ``new_id(index, call_index)``; the next result with the original id, once the
     original call is answered, lost (still unanswered when a user message came before
     the re-use: a turn that stopped with its call in flight) or no longer in the
-    session's view (a compaction summarized it away), is given the replacement. Messages are never mutated:
-    a repaired one is a copy. Shapes are not checked here (``validate_messages`` does
-    that next); anything malformed is passed through for it to name.
+    session's view (a compaction summarized it away), is given the replacement; a
+    result for a lost call once no replacement waits raises InvalidMessage. Messages
+    are never mutated: a repaired one is a copy. Shapes are not checked here
+    (``validate_messages`` does that next); anything malformed is passed through for it
+    to name.
     """
     work = ledger.overlay() if ledger is not None else CallLedger()
     out: list[Any] = list(messages)

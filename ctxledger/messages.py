@@ -240,6 +240,7 @@ class CallLedger:
                 self.answered.add(str(msg.get("tool_call_id")))
 
     def issue(self, call_id: str) -> None:
+        """Record a call made with `call_id` (in the current user turn)."""
         self.issued.add(call_id)
         self.in_turn.add(call_id)
 
@@ -280,12 +281,16 @@ class CallLedger:
         )
 
     def replacements(self, call_id: str) -> list[str]:
+        """The replacement ids given to later calls re-using `call_id` that may still
+        wait for a result, in order (empty when the id was never repaired)."""
         made = self.renamed.get(call_id)
         if made is not None:
             return made
         return self._base.replacements(call_id) if self._base is not None else []
 
     def was_lost(self, call_id: str) -> bool:
+        """Whether the call made first with `call_id` is lost: unanswered when a user
+        message came before a later call re-used the id (no later result answers it)."""
         return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
 
     def pending_rename(self, call_id: str) -> str | None:

@@ -212,9 +212,16 @@ class CallLedger:
     ) -> None:
         self.issued: set[str] = set(issued)
         self.answered: set[str] = set(answered)
-        #: re-used call ids that were repaired and whose result is still awaited:
-        #: original id -> replacement (None: settled here, whatever the base says)
-        self.renamed: dict[str, str | None] = {}
+        #: re-used call ids that were repaired: original id -> the replacements that
+        #: may still be waiting for a result, in order (an entry here replaces the base's)
+        self.renamed: dict[str, list[str]] = {}
+        #: original ids of repaired re-uses whose call was lost: unanswered when a user
+        #: message came before the re-use (no later result with the id answers it)
+        self.lost: set[str] = set()
+        #: ids issued since the latest user message here (`turned`: one came here;
+        #: else the base's count too)
+        self.in_turn: set[str] = set()
+        self.turned = False
         self._base = base
 
     def fold(self, messages: Iterable[JSON], renames: Mapping[str, str]) -> None:
@@ -224,31 +231,87 @@ class CallLedger:
         for msg in messages:
             if msg.get("role") == "assistant":
                 for call_id in tool_call_ids(msg):
-                    self.issued.add(call_id)
                     if call_id in renames:
-                        self.renamed[renames[call_id]] = call_id
+                        self.supersede(renames[call_id], call_id)
+                    self.issue(call_id)
+            elif msg.get("role") == "user":
+                self.new_turn()
             elif msg.get("role") == "tool":
-                call_id = str(msg.get("tool_call_id"))
-                self.answered.add(call_id)
-                original = renames.get(call_id)
-                if original is not None and self.renamed.get(original) == call_id:
-                    self.renamed[original] = None
+                self.answered.add(str(msg.get("tool_call_id")))
+
+    def issue(self, call_id: str) -> None:
+        """Record a call made with `call_id` (in the current user turn)."""
+        self.issued.add(call_id)
+        self.in_turn.add(call_id)
+
+    def new_turn(self) -> None:
+        """A user message: the calls issued before it are no longer in the current turn."""
+        self.in_turn.clear()
+        self.turned = True
+
+    def issued_this_turn(self, call_id: str) -> bool:
+        """Whether `call_id` was issued after the latest user message."""
+        if call_id in self.in_turn:
+            return True
+        return not self.turned and self._base is not None and self._base.issued_this_turn(call_id)
+
+    def supersede(self, call_id: str, replacement: str) -> None:
+        """A later call re-uses `call_id` and got `replacement`. The calls made with the
+        id before it keep waiting for the next results with the id, first in, first out,
+        if the latest of them is unanswered and no user message came since it was made;
+        unanswered across a user message, they are lost (the planner's
+        ``compressor.layout.Scanner`` pairs them alike)."""
+        made = self.replacements(call_id)
+        latest = made[-1] if made else call_id  # the latest call made with the id
+        if self.waiting_before_turn(latest):  # lost, and so are those waiting before it
+            waiting = []
+            if self.was_issued(call_id) and not self.was_answered(call_id):
+                self.lost.add(call_id)
+        else:
+            waiting = [r for r in made if not self.was_answered(r)]
+        self.renamed[call_id] = [*waiting, replacement]
+
+    def waiting_before_turn(self, call_id: str) -> bool:
+        """Whether the call `call_id`, in the view, has no result and a user message came
+        after it."""
+        return (
+            self.was_issued(call_id)
+            and not self.was_answered(call_id)
+            and not self.issued_this_turn(call_id)
+        )
+
+    def replacements(self, call_id: str) -> list[str]:
+        """The replacement ids given to later calls re-using `call_id` that may still
+        wait for a result, in order (empty when the id was never repaired)."""
+        made = self.renamed.get(call_id)
+        if made is not None:
+            return made
+        return self._base.replacements(call_id) if self._base is not None else []
+
+    def was_lost(self, call_id: str) -> bool:
+        """Whether the call made first with `call_id` is lost: unanswered when a user
+        message came before a later call re-used the id (no later result answers it)."""
+        return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
 
     def pending_rename(self, call_id: str) -> str | None:
-        """The replacement of a repaired re-used `call_id` whose result has not come yet."""
-        if call_id in self.renamed:
-            return self.renamed[call_id]
-        return self._base.pending_rename(call_id) if self._base is not None else None
+        """The earliest replacement of a repaired re-used `call_id` still waiting for its
+        result."""
+        for made in self.replacements(call_id):
+            if not self.was_answered(made):
+                return made
+        return None
 
     def rename_for(self, call_id: str) -> str | None:
         """The replacement a result with `call_id` goes to, if any: the pending one, once
-        the original call is answered or no longer in the view (a compaction between the
-        repaired call and its result summarized it away); an original call still awaiting
-        its result takes it."""
+        the original call is answered, lost (:meth:`supersede`) or no longer in the view
+        (a compaction between the repaired call and its result summarized it away); an
+        original call still awaiting its result in the re-use's user turn takes it."""
         pending = self.pending_rename(call_id)
-        if pending is None or self.was_answered(pending):
+        if pending is None:
             return None
-        return pending if self.was_answered(call_id) or not self.was_issued(call_id) else None
+        if self.was_answered(call_id) or not self.was_issued(call_id):
+            return pending
+        return pending if self.was_lost(call_id) else None
 
     def overlay(self) -> CallLedger:
         return CallLedger(base=self)
@@ -317,10 +380,13 @@ def repair_call_ids(
     calls per turn), while a session needs them unique. A call whose id was already
     issued (earlier in the session per `ledger`, or earlier in the batch) gets
     ``new_id(index, call_index)``; the next result with the original id, once the
-    original call is answered (or is no longer in the session's view: a compaction
-    summarized it away), is given the replacement. Messages are never mutated:
-    a repaired one is a copy. Shapes are not checked here (``validate_messages`` does
-    that next); anything malformed is passed through for it to name.
+    original call is answered, lost (still unanswered when a user message came before
+    the re-use: a turn that stopped with its call in flight) or no longer in the
+    session's view (a compaction summarized it away), is given the replacement; a
+    result for a lost call once no replacement waits raises InvalidMessage. Messages
+    are never mutated: a repaired one is a copy. Shapes are not checked here
+    (``validate_messages`` does that next); anything malformed is passed through for it
+    to name.
     """
     work = ledger.overlay() if ledger is not None else CallLedger()
     out: list[Any] = list(messages)
@@ -342,24 +408,31 @@ def repair_call_ids(
                             break
                         new = f"{first}_{k}"
                     fixed[j] = {**call, "id": new}
-                    work.renamed[call_id] = new
+                    work.supersede(call_id, new)
                     repairs.append(
                         CallIdRepair(index=i, call_index=j, original=call_id, replacement=new)
                     )
                     call_id = new
-                work.issued.add(call_id)
+                work.issue(call_id)
             if fixed != calls:
                 out[i] = {**msg, "tool_calls": fixed}
+        elif msg.get("role") == "user":
+            work.new_turn()
         elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
             call_id = msg["tool_call_id"]
             pending = work.rename_for(call_id)
             if pending is not None:
                 out[i] = {**msg, "tool_call_id": pending}
-                work.renamed[call_id] = None
                 repairs.append(
                     CallIdRepair(index=i, call_index=None, original=call_id, replacement=pending)
                 )
                 call_id = pending
+            elif work.was_lost(call_id) and not work.was_answered(call_id):
+                raise InvalidMessage(
+                    f"tool result for {shown(call_id)}, whose call is lost (a user message "
+                    "came after it before a later call made that id again, and got its result)",
+                    index=i,
+                )
             work.answered.add(call_id)
     return out, repairs
 

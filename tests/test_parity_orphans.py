@@ -40,12 +40,12 @@ stripped (Hermes keeps it: a kept result has its id).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
-from helpers.strategies import numbered_per_turn
+from helpers.strategies import LOST_TEXT, numbered_per_turn, with_lost_calls
 from hypothesis import strategies as st
 
 from ctxledger.compressor.assemble import STUB_RESULT_TEXT, apply
@@ -54,6 +54,7 @@ from ctxledger.compressor.layout import message_layout
 from ctxledger.compressor.markers import is_summary_message, split_merged
 from ctxledger.compressor.planner import plan
 from ctxledger.compressor.plans import CompactionPlan
+from ctxledger.messages import repair_call_ids
 
 CONFIG = CompressionConfig(threshold=0.75)
 SIZES = [20, 200, 2_000, 8_000, 30_000]
@@ -176,25 +177,60 @@ def _without_summary(out: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return result
 
 
-def test_orphan_repairs_match_hermes(hermes: Hermes) -> None:
-    sessions = drawn(_session(), 250, derandomize=True)
+Messages = list[dict[str, Any]]
+Output = Sequence[Mapping[str, Any]]
+
+
+def _planned(
+    hermes: Hermes, sessions: list[dict[str, Any]]
+) -> Iterator[tuple[Messages, dict[str, Any], CompactionPlan]]:
+    """Each session, Hermes's answer, and ctxledger's plan given Hermes's estimates."""
     answers = hermes.ask("orphans", sessions)
     estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
-    pairs, at, repaired = [], 0, 0
+    at = 0
     for session, answer in zip(sessions, answers, strict=True):
         assert "out" in answer, answer  # Hermes did not raise
         messages = session["messages"]
         counts = [e["budget"] for e in estimates[at : at + len(messages)]]
         at += len(messages)
-        p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
-        if p.action != "compress" or p.carried or answer["bounds"] != [p.head_end, p.tail_start]:
-            continue  # another middle: the boundary differences test_parity_boundaries names
-        theirs = answer["out"]
-        ours = _as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages))
-        if _dropped_next_to_summary(p):  # the summary's place is a kept difference
-            theirs, ours = _without_summary(theirs), _without_summary(ours)
+        yield (
+            messages,
+            answer,
+            plan(messages, CONFIG, counts, context_length=session["window"], force=True),
+        )
+
+
+def _same_middle(p: CompactionPlan, answer: dict[str, Any]) -> bool:
+    """Whether both summarized the same middle (else: the boundary differences
+    test_parity_boundaries names)."""
+    return (
+        p.action == "compress" and not p.carried and answer["bounds"] == [p.head_end, p.tail_start]
+    )
+
+
+def _shapes(
+    p: CompactionPlan,
+    messages: Messages,
+    answer: dict[str, Any],
+    both: Callable[[Output], Output] = list,
+) -> tuple[Any, Any]:
+    """Hermes's output and ctxledger's, kept differences written Hermes's way, as shapes;
+    `both` is applied to each first."""
+    theirs = both(answer["out"])
+    ours = both(_as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages)))
+    if _dropped_next_to_summary(p):  # the summary's place is a kept difference
+        theirs, ours = _without_summary(theirs), _without_summary(ours)
+    return _shape(theirs), _shape(ours)
+
+
+def test_orphan_repairs_match_hermes(hermes: Hermes) -> None:
+    sessions = drawn(_session(), 250, derandomize=True)
+    pairs, repaired = [], 0
+    for messages, answer, p in _planned(hermes, sessions):
+        if not _same_middle(p, answer):
+            continue
         repaired += bool(p.orphans)
-        pairs.append((len(messages), _shape(theirs), _shape(ours)))
+        pairs.append((len(messages), *_shapes(p, messages, answer)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
     # most draws summarize the same middle, and most of those repair something
     assert len(pairs) * 2 >= len(sessions) and repaired * 2 >= len(pairs), (len(pairs), repaired)
@@ -288,23 +324,12 @@ def test_reused_call_ids_are_repaired_as_hermes_repairs_them(hermes: Hermes) -> 
         {**s, "messages": numbered_per_turn(s["messages"])}
         for s in drawn(_session(), 150, derandomize=True)
     ]
-    answers = hermes.ask("orphans", sessions)
-    estimates = hermes.ask("estimate", [m for s in sessions for m in s["messages"]])
-    pairs, at, reused = [], 0, 0
-    for session, answer in zip(sessions, answers, strict=True):
-        assert "out" in answer, answer
-        messages = session["messages"]
-        counts = [e["budget"] for e in estimates[at : at + len(messages)]]
-        at += len(messages)
-        p = plan(messages, CONFIG, counts, context_length=session["window"], force=True)
-        if p.action != "compress" or p.carried or answer["bounds"] != [p.head_end, p.tail_start]:
+    pairs, reused = [], 0
+    for messages, answer, p in _planned(hermes, sessions):
+        if not _same_middle(p, answer):
             continue
-        theirs = answer["out"]
-        ours = _as_hermes(apply(p, messages, SUMMARY).messages, _in_flight(messages))
-        if _dropped_next_to_summary(p):
-            theirs, ours = _without_summary(theirs), _without_summary(ours)
         reused += _reuse_kept_after_summarized(p, messages)
-        pairs.append((len(messages), _shape(theirs), _shape(ours)))
+        pairs.append((len(messages), *_shapes(p, messages, answer)))
     assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
     assert len(pairs) * 2 >= len(sessions) and reused * 3 >= len(pairs), (len(pairs), reused)
 
@@ -350,13 +375,15 @@ def test_interleaved_reused_ids_pair_first_in_first_out_and_keep_all_as_hermes(
     assert (owners[at + 2], owners[at + 3]) == (at, at + 1)
 
 
-def test_a_reused_id_with_one_result_answers_the_earlier_call_where_hermes_keeps_both(
+def test_a_call_lost_across_a_user_turn_is_stripped_where_hermes_keeps_it(
     hermes: Hermes,
 ) -> None:
-    """``call_0`` got no result before a later turn made it again; one result follows.
-    It answers the earlier call (first in, first out, as the ledger's repair pairs it),
-    so the later call is stripped; Hermes's repair asks only whether some kept result
-    has the id and keeps both calls, one of them unanswered, which a provider refuses."""
+    """``call_0`` got no result, the user asked again, a later call made ``call_0``
+    again and one result follows. The result answers the later call: the first was
+    lost when the user's turn started (session 45; before, first in, first out gave
+    the result to it and stripped the later call). Its call is stripped; Hermes's repair
+    asks only whether some kept result has the id and keeps it, unanswered, which a
+    provider refuses (README, orphans, difference 5)."""
     hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
     again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
     done = {"role": "tool", "tool_call_id": "call_0", "content": "done"}
@@ -366,9 +393,87 @@ def test_a_reused_id_with_one_result_answers_the_earlier_call_where_hermes_keeps
     p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
     at = len(messages) - 5
     assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start <= at
-    assert [(o.index, o.action) for o in p.orphans] == [(at + 2, "strip_call")]
-    assert _shape(theirs["out"])[-3][:2] == ("assistant", ("call_0",))
+    assert [(o.index, o.action) for o in p.orphans] == [(at, "strip_call")]
+    assert _shape(theirs["out"])[-5][:2] == ("assistant", ("call_0",))
     ours = apply(p, messages, SUMMARY).messages
-    assert _shape(ours)[-3][:2] == ("assistant", ())
-    assert [m["content"] for m in ours if m["role"] == "tool"] == ["done"]
-    assert message_layout(messages, CONFIG).result_owner[at + 3] == at
+    assert _shape(ours)[-5][:2] == ("assistant", ())
+    assert _shape(ours)[-3:] == _shape(theirs["out"])[-3:]
+    assert message_layout(messages, CONFIG).result_owner[at + 3] == at + 2
+
+
+def test_a_lost_call_whose_id_a_much_later_turn_answers_is_compacted_as_hermes(
+    hermes: Hermes,
+) -> None:
+    """Session 44's open defect: a lost call in the head's neighbourhood, its id made
+    again and answered many turns later. First in, first out paired that result with
+    the lost call, so one tool group reached from the head into the tail and the plan
+    skipped (``no_valid_cut``), in ``plan()`` and in the ledger's repaired list alike;
+    Hermes compacts. Now the lost call is not waiting once the user asks again: the
+    same bounds and output as Hermes, and the repaired list plans the same."""
+    hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    done = {"role": "tool", "tool_call_id": "call_0", "content": "done"}
+    opening = [{"role": "user", "content": "start"}, {"role": "assistant", "content": "ok"}]
+    head = [
+        *opening,
+        {"role": "user", "content": "next"},
+        hung,
+        {"role": "user", "content": "again"},
+    ]
+    messages = _chat([again, done], head)
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    assert p.action == "compress", p.skip_reason
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.head_end == 4  # hung summarized
+    assert p.tail_start <= len(messages) - 4  # the re-used call and its result are kept
+    assert _shape(apply(p, messages, SUMMARY).messages) == _shape(theirs["out"])
+    repaired, repairs = repair_call_ids(messages, None, lambda i, j: f"new_{i}")
+    assert [(r.index, r.call_index) for r in repairs] == [
+        (len(messages) - 3, 0),
+        (len(messages) - 2, None),
+    ]
+    q = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
+    assert (q.action, q.head_end, q.tail_start) == ("compress", 4, p.tail_start)
+
+
+def _lost_call_sessions(count: int) -> list[dict[str, Any]]:
+    """The module's sessions with answered calls numbered per turn and, before some
+    user turns, a call that never got a result, made with ``call_0`` as well."""
+    out = []
+    for k, s in enumerate(drawn(_session(), count, derandomize=True)):
+        numbered = numbered_per_turn(s["messages"])
+        users = [i for i, m in enumerate(numbered) if m["role"] == "user"]
+        before = set(users[k % 3 :: 3])
+        messages, _ = with_lost_calls(numbered, [0] * len(numbered), before, reuse=True)
+        out.append({**s, "messages": messages})
+    return out
+
+
+def _lost_calls_as_hermes(out: Output) -> Output:
+    """`out` with the inserted lost calls' call lists taken away: ctxledger strips them
+    where Hermes keeps them when a kept result has ``call_0`` (difference 5)."""
+    return [
+        {"role": "assistant", "content": LOST_TEXT} if m.get("content") == LOST_TEXT else m
+        for m in out
+    ]
+
+
+def test_lost_calls_whose_ids_later_turns_reuse_compact_as_hermes(hermes: Hermes) -> None:
+    """Generated: calls lost before a user turn, their id made again in later turns.
+    Wherever Hermes compacts, ctxledger does too (never ``no_valid_cut``); where both
+    summarized the same middle, the same structure (the lost calls' own call lists
+    aside, difference 5)."""
+    sessions = _lost_call_sessions(150)
+    pairs, spanning = [], 0
+    for messages, answer, p in _planned(hermes, sessions):
+        assert p.skip_reason != "no_valid_cut", answer["bounds"]
+        if not _same_middle(p, answer):
+            continue
+        lost = [i for i, m in enumerate(messages) if m.get("content") == LOST_TEXT]
+        spanning += any(i < p.tail_start for i in lost) and _reuse_kept_after_summarized(
+            p, messages
+        )
+        pairs.append((len(messages), *_shapes(p, messages, answer, _lost_calls_as_hermes)))
+    assert not mismatches(pairs), "\n".join(mismatches(pairs)[:3])
+    assert len(pairs) * 2 >= len(sessions) and spanning * 3 >= len(pairs), (len(pairs), spanning)

@@ -193,7 +193,12 @@ def test_reused_call_ids_keep_each_call_with_its_own_result(
     messages, counts = S.numbered_per_turn(data[0]), data[1]
     if interleave:  # results of a turn after the next turn's calls: A(x), B(x), r1, r2
         messages, counts = S.interleaved_results(messages, counts)
-    p = plan(messages, config, counts, context_length=window, force=True)
+    _check_output(plan(messages, config, counts, context_length=window, force=True), messages)
+
+
+def _check_output(p: CompactionPlan, messages: list[Message]) -> None:
+    """A plan's output: no orphan, every result with a call waiting for it, no tool
+    result dropped silently (kept, or in the summarized middle)."""
     if p.action == "skip":
         return
     result = apply(p, messages, "Summary of the earlier turns.")
@@ -203,6 +208,43 @@ def test_reused_call_ids_keep_each_call_with_its_own_result(
     for i, m in enumerate(messages):
         if m["role"] == "tool":
             assert i in live or i in summarized, f"tool result {i} silently dropped"
+
+
+def _decisions(p: CompactionPlan) -> tuple[Any, ...]:
+    """A plan's decisions, without the ids it names."""
+    orphans = [(o.index, o.action) for o in p.orphans]
+    bounds = (p.head_end, p.tail_start, p.carried, p.summary_role, p.merged_into_tail)
+    return p.action, p.skip_reason, bounds if p.action == "compress" else None, orphans
+
+
+@given(
+    data=S.counted_transcripts(max_turns=8),
+    config=configs(),
+    window=windows,
+    stops=st.lists(st.booleans(), min_size=10, max_size=10),
+)
+def test_a_call_lost_before_a_user_turn_is_planned_as_if_its_id_were_unique(
+    data: tuple[list[Message], list[int]],
+    config: CompressionConfig,
+    window: int,
+    stops: list[bool],
+) -> None:
+    """Session 45: a call that never got a result, then a user turn, then calls numbered
+    per turn making its id again. The later results answer the later calls (the lost
+    call is not waiting any more), so the plan is the plan of the same list with a
+    unique id for it: no group stretched from the lost call to a much later result
+    (which left no valid cut, ``no_valid_cut``, where one existed), every result kept
+    with one call."""
+    numbered = S.numbered_per_turn(data[0])
+    users = [i for i, m in enumerate(numbered) if m["role"] == "user"]
+    before = {i for i, stop in zip(users, stops, strict=False) if stop}
+    reused, counts = S.with_lost_calls(numbered, data[1], before, reuse=True)
+    unique, _ = S.with_lost_calls(numbered, data[1], before, reuse=False)
+    p = plan(reused, config, counts, context_length=window, force=True)
+    assert _decisions(p) == _decisions(
+        plan(unique, config, counts, context_length=window, force=True)
+    )
+    _check_output(p, reused)
 
 
 @given(data=S.counted_transcripts(max_turns=8), config=configs(), window=windows)

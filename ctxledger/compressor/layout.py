@@ -125,8 +125,10 @@ class Scanner:
     answered: set[str] = field(default_factory=set)
     superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
     #: a re-used id -> its earlier calls still waiting for a result, earliest first
-    #: (filled only on a re-use: the next result goes to the first, as the ledger pairs it)
+    #: (filled only on a re-use within one user turn: the next result goes to the first,
+    #: as the ledger pairs it; one a user turn separates from the re-use is lost)
     waiting: dict[str, list[int]] = field(default_factory=dict)
+    last_user: int = -1  # the latest user message scanned
     owner_of: dict[str, int] = field(default_factory=dict)
     group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
     long_args: list[int] = field(default_factory=list)
@@ -145,6 +147,7 @@ class Scanner:
             call_of=dict(self.call_of), call_ids=dict(self.call_ids),
             result_owner=dict(self.result_owner), answered=set(self.answered),
             superseded=dict(self.superseded), waiting={k: list(v) for k, v in self.waiting.items()},
+            last_user=self.last_user,
             owner_of=dict(self.owner_of), group_last=dict(self.group_last),
             long_args=list(self.long_args), long_results=list(self.long_results),
             summaries=list(self.summaries), merged=set(self.merged),
@@ -174,7 +177,7 @@ class Scanner:
         self.roles.extend(roles)
         call_of, call_ids, owner_of = self.call_of, self.call_ids, self.owner_of
         result_owner, answered, group_last = self.result_owner, self.answered, self.group_last
-        waiting = self.waiting
+        waiting, last_user = self.waiting, self.last_user
         candidates: list[int] = []
         changed: list[int] = []  # owners whose group gained a result
         starts, min_chars, args_over = _summary_starts(), self.min_chars, self.args_over
@@ -227,26 +230,33 @@ class Scanner:
                         if call_id in call_of:  # a re-used id: the new call awaits its own
                             self.redeclared += 1
                             if owner_of[call_id] != i:  # (twice in one message: one call)
-                                self._supersede(call_id)
+                                self._supersede(call_id, last_user)
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)
                         long = long or len(call["function"]["arguments"]) > args_over
                     if long:
                         self.long_args.append(i)
+            elif role == "user":
+                last_user = i
+        self.last_user = last_user
         self._note_groups(changed)
         return candidates
 
-    def _supersede(self, call_id: str) -> None:
+    def _supersede(self, call_id: str, last_user: int) -> None:
         """A later call re-uses `call_id`: the earlier one keeps its result, or keeps
-        waiting for the next result with the id (earliest first)."""
+        waiting for the next result with the id (earliest first) when no user message
+        (the latest at `last_user`) came between them; else it is lost, never answered
+        (``messages.CallLedger.rename_for`` pairs them alike)."""
         earlier = self.owner_of[call_id]
         answered = call_id in self.answered
         self.superseded[earlier, call_id] = answered
         if answered:
             self.answered.discard(call_id)
-        else:
+        elif last_user < earlier:
             self.waiting.setdefault(call_id, []).append(earlier)
+        else:  # (so are the calls waiting before it: all in its user turn)
+            self.waiting.pop(call_id, None)
 
     def _answer_earliest(self, call_id: str) -> int:
         """The earliest call still waiting with re-used `call_id`, now answered."""

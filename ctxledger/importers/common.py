@@ -318,8 +318,8 @@ class SessionBuilder:
 
     def build(self, **fields: Any) -> ImportedSession:
         """Validate the messages (raising ImportFormatError at the culprit's line) and build the session."""
-        repairs = self._dedupe_call_ids()
         try:
+            repairs = self._dedupe_call_ids()  # may refuse a result for a lost call
             check_in_order(self.messages)
         except InvalidMessage as err:
             origin = (

@@ -387,3 +387,28 @@ def interleaved_results(
         else:
             i += 1
     return [m for m, _ in out], [c for _, c in out]
+
+
+#: the text of a call :func:`with_lost_calls` inserts (kept when the call is stripped)
+LOST_TEXT = "stopped with a call in flight"
+
+
+def with_lost_calls(
+    messages: list[Message], counts: list[int], before: set[int], *, reuse: bool
+) -> tuple[list[Message], list[int]]:
+    """`messages` (and `counts`) with an assistant call that never got a result right
+    before each user message whose index is in `before` (a run stopped with its call in
+    flight, then the user asked again). With `reuse` its id is ``call_0``, which calls
+    numbered per turn (:func:`numbered_per_turn`) make again later; else a unique one."""
+    out: list[Message] = []
+    out_counts: list[int] = []
+    for i, (m, c) in enumerate(zip(messages, counts, strict=True)):
+        if i in before and m["role"] == "user" and i > 0:
+            call_id = "call_0" if reuse else f"lost_{i}"
+            function = {"name": "terminal", "arguments": "{}"}
+            call = {"id": call_id, "type": "function", "function": function}
+            out.append({"role": "assistant", "content": LOST_TEXT, "tool_calls": [call]})
+            out_counts.append(40)
+        out.append(m)
+        out_counts.append(c)
+    return out, out_counts

@@ -7,7 +7,7 @@ main one, and one of version 17 or newer)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,9 +16,11 @@ from helpers.pg_server import PgServer, find_bin_dir, server_major, started
 from hypothesis import HealthCheck, settings
 
 from ctxledger.analysis.compactions import chain_compactions
+from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.settings import KEY_DOCS
 from ctxledger.demo.record import record_generated
 from ctxledger.ledger.facade import Ledger
+from ctxledger.runtime.service import ContextService
 
 Chain = tuple[Ledger, str]
 
@@ -96,6 +98,17 @@ def ledger() -> Iterator[Ledger]:
     opened = deterministic_ledger()
     yield opened
     opened.close()
+
+
+@pytest.fixture
+async def svc(tmp_path: Path) -> AsyncIterator[ContextService]:
+    """A service over a deterministic ledger (no compaction floor); a module that needs
+    another configuration defines its own ``svc``."""
+    config = CompressionConfig(threshold_floor_tokens=0)
+    async with ContextService(
+        deterministic_ledger(tmp_path / "l.db", config), config=config
+    ) as service:
+        yield service
 
 
 @pytest.fixture(scope="module")

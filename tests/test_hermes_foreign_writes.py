@@ -6,12 +6,9 @@ agent holds it once it merged adjacent user texts."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.ledger_helpers import deterministic_ledger
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,14 +22,6 @@ CONFIG = CompressionConfig(threshold_floor_tokens=0)
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def svc(tmp_path: Path) -> AsyncIterator[ContextService]:
-    async with ContextService(
-        deterministic_ledger(tmp_path / "l.db", CONFIG), config=CONFIG
-    ) as service:
-        yield service
 
 
 @pytest.mark.anyio

@@ -10,12 +10,9 @@ provisional reply it recorded, in its own sessions)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.ledger_helpers import deterministic_ledger
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.integrations import hermes_host
@@ -30,14 +27,6 @@ WINDOW = 128_000
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-async def svc(tmp_path: Path) -> AsyncIterator[ContextService]:
-    async with ContextService(
-        deterministic_ledger(tmp_path / "l.db", CONFIG), config=CONFIG
-    ) as service:
-        yield service
 
 
 def _talk(turns: int) -> list[dict[str, Any]]:

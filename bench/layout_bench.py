@@ -8,7 +8,12 @@ ceiling a batched append could reach with that layout and zero Python work (enco
 hashing, validation all cost extra). One JSON object per line: bench, value, unit,
 baseline, ratio.
 
-    python bench/layout_bench.py [--events 20000] [--rounds 7] [LAYOUT ...]
+    python bench/layout_bench.py [--events 20000] [--rounds 7] [--work] [LAYOUT ...]
+
+``--work`` adds, beside each layout, ``LAYOUT+work``: the same inserts plus the work any
+append must do before them whatever its code (each event msgspec-encoded, a crc32 of each
+payload, one sha256 over the append's payloads), timed with them: the floor of that
+layout with the linked hash format (validation and the write loop not counted).
 
 Layouts: ``current`` (8 columns, UNIQUE event_id TEXT, UNIQUE (stream_id, version):
 the layout before migration ``0002_message_heads``), ``heads`` (today's: ``current``
@@ -17,7 +22,8 @@ plus the ``message_id`` and ``tokens`` columns a message row fills), ``no_id_ind
 (both indexes non-unique), ``id_digest`` (a non-unique index on a 64-bit digest of the
 id instead of the id), ``no_secondary`` (no index besides seq), ``current_8k``
 (``current`` on 8 KiB pages), ``segment`` (one row per append holding every payload,
-plus a WITHOUT ROWID event-id table).
+plus a WITHOUT ROWID event-id table), ``segmentN`` (the same, an append cut into rows
+of at most N events).
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class Rows:
 
     def __init__(self, n: int) -> None:
         events = make_events(n)
+        self.events = events
         self.ids = [e.event_id for e in events]
         self.heads = [(e.message_id, e.tokens) for e in events]
         self.payloads = [msgspec.json.encode(e) for e in events]
@@ -149,8 +156,10 @@ def _raw(conn: sqlite3.Connection, rows: Rows) -> Txn:
     return txn
 
 
-def _segment(conn: sqlite3.Connection, rows: Rows) -> Txn:
-    """One row per append (all payloads, their lengths, their digests) + an id table."""
+def _segment(conn: sqlite3.Connection, rows: Rows, most: int = _BATCH) -> Txn:
+    """One row per append (all payloads, their lengths, their digests) + an id table;
+    with `most`, an append cut into rows of at most that many events (a point read
+    walks one row's overflow pages, not a whole append's)."""
     conn.executescript(
         "CREATE TABLE segments (first_seq INTEGER PRIMARY KEY, stream_id INTEGER NOT NULL,"
         " first_version INTEGER NOT NULL, lengths BLOB NOT NULL, payloads BLOB NOT NULL,"
@@ -163,17 +172,20 @@ def _segment(conn: sqlite3.Connection, rows: Rows) -> Txn:
 
     # built before the clock starts: only the inserts are timed (joining the payloads
     # into one value would be the append's work, like encoding them)
-    segments, flats = {}, {}
+    segments: dict[int, list[tuple[object, ...]]] = {}
+    flats = {}
     for lo in range(0, len(rows.ids), _BATCH):
-        chunk = rows.payloads[lo : lo + _BATCH]
-        first = rows.row(lo, "stream_id version")
-        lengths = struct.pack(f"<{len(chunk)}I", *map(len, chunk))
-        digests = ",".join(rows.crcs[lo : lo + _BATCH])
-        segments[lo] = (lo + 1, first[0], first[1], lengths, b"".join(chunk), digests)
+        segments[lo] = []
+        for cut in range(lo, lo + _BATCH, most):
+            chunk = rows.payloads[cut : cut + most]
+            first = rows.row(cut, "stream_id version")
+            lengths = struct.pack(f"<{len(chunk)}I", *map(len, chunk))
+            digests = ",".join(rows.crcs[cut : cut + most])
+            segments[lo].append((cut + 1, first[0], first[1], lengths, b"".join(chunk), digests))
         flats[lo] = [v for i in range(lo, lo + _BATCH) for v in (rows.ids[i], i + 1)]
 
     def txn(lo: int) -> None:
-        conn.execute("INSERT INTO segments VALUES (?,?,?,?,?,?)", segments[lo])
+        conn.executemany("INSERT INTO segments VALUES (?,?,?,?,?,?)", segments[lo])
         flat = flats[lo]
         for k in range(0, 2 * _BATCH, 2 * per):
             conn.execute(ids, flat[k : k + 2 * per])
@@ -186,20 +198,41 @@ def _layout(name: str, conn: sqlite3.Connection, rows: Rows) -> Txn:
         return _raw(conn, rows)
     if name == "segment":
         return _segment(conn, rows)
+    if name.startswith("segment") and name[7:].isdigit():  # segment64: rows of <= 64 events
+        return _segment(conn, rows, int(name[7:]))
     ddl, columns = _TABLES[name]
     conn.executescript(ddl)
     return _blocks(conn, rows, columns)
 
 
+def with_work(txn: Txn, rows: Rows) -> Txn:
+    """`txn` after the work every append does before its insert: encode each event, a
+    crc32 of each payload, one sha256 over the append (results dropped: the rows
+    inserted already hold the same bytes)."""
+    encode, crc, sha256 = msgspec.json.Encoder().encode, zlib.crc32, hashlib.sha256
+
+    def worked(lo: int) -> None:
+        payloads = [encode(e) for e in rows.events[lo : lo + _BATCH]]
+        digests = [str(crc(p)) for p in payloads]
+        sha256(",".join(digests).encode() + b"".join(payloads)).hexdigest()
+        txn(lo)
+
+    return worked
+
+
 def cpu_per_event(name: str, rows: Rows, events: int) -> float:
-    """CPU µs per event to insert `events` finished rows into layout `name` (fresh file)."""
+    """CPU µs per event to insert `events` finished rows into layout `name` (fresh file);
+    a name ending in ``+work`` also does :func:`with_work`'s work in the timed part."""
+    layout = name.removesuffix("+work")
     with tempfile.TemporaryDirectory() as tmp:
         conn = sqlite3.connect(os.path.join(tmp, "layout.db"), isolation_level=None)
-        conn.execute(f"PRAGMA page_size = {8192 if name.endswith('_8k') else 4096}")
+        conn.execute(f"PRAGMA page_size = {8192 if layout.endswith('_8k') else 4096}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA cache_size = -16384")
-        txn = _layout(name, conn, rows)
+        txn = _layout(layout, conn, rows)
+        if layout != name:
+            txn = with_work(txn, rows)
         start = time.process_time()
         for lo in range(0, events, _BATCH):
             conn.execute("BEGIN IMMEDIATE")
@@ -214,11 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--work", action="store_true", help="also each layout with an append's minimal work"
+    )
     parser.add_argument("layouts", nargs="*", default=["current", "segment"])
     args = parser.parse_args(argv)
     events = args.events - args.events % _BATCH
     rows = Rows(events)
-    names = ["raw", *[n for n in args.layouts if n != "raw"]]
+    layouts = [n for n in args.layouts if n != "raw"]
+    names = ["raw", *[v for n in layouts for v in ([n, f"{n}+work"] if args.work else [n])]]
     spent: dict[str, list[float]] = {n: [] for n in names}
     for turn in range(args.rounds):  # interleaved, reversed every other round
         for name in names if turn % 2 == 0 else names[::-1]:
@@ -231,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "bench": f"layout_insert:{name}",
                     "value": round(1e6 / cpu),
-                    "unit": "events per CPU-second (finished rows, 1,000 per transaction)",
+                    "unit": "events per CPU-second (finished rows, 1,000 per transaction)"
+                    + (", with an append's minimal work" if name.endswith("+work") else ""),
                     "baseline": round(1e6 / raw),
                     "ratio": round(raw / cpu, 3),
                     "cpu_us_per_event": round(cpu, 2),

@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 FULL: list[list[str]] = [
     ["store_bench.py"],
+    ["layout_bench.py"],
     ["projection_bench.py"],
     ["planner_bench.py"],
     ["summarizer_bench.py"],
@@ -38,6 +39,11 @@ CORPUS = os.environ.get("CTXLEDGER_CORPUS") or os.path.join(
 )
 if os.path.isdir(CORPUS):
     FULL.append(["audit_corpus_bench.py"])
+#: arguments of a full run (a script not named here takes its own defaults)
+ARGS: dict[str, list[str]] = {
+    # the batched append's floor in today's table and in a one-row-per-append layout
+    "layout_bench.py": ["--events", "50000", "--rounds", "5", "--work", "heads", "segment64"],
+}
 QUICK: dict[str, list[str]] = {
     "store_bench.py": ["--events", "100000"],
     "projection_bench.py": ["--events", "100000"],
@@ -55,6 +61,7 @@ QUICK: dict[str, list[str]] = {
     "pg_bench.py": ["--quick"],
     "audit_corpus_bench.py": ["--limit", "8"],
     "hermes_bench.py": ["--runs", "3"],
+    "layout_bench.py": ["--events", "5000", "--rounds", "1", "--work", "heads", "segment64"],
 }
 #: scripts that run in another interpreter: hermes-agent lives in its own venv (``make
 #: hermes-venv``), where this checkout is installed too
@@ -79,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         path = os.path.join(HERE, script)
         if not os.path.exists(path):
             continue
-        extra = QUICK.get(script, []) if args.quick else []
+        extra = QUICK.get(script, []) if args.quick else ARGS.get(script, [])
         python = INTERPRETERS.get(script, sys.executable)
         if not os.path.exists(python):
             print(f'{{"bench": "{script}", "skipped": "{python} not found (make hermes-venv)"}}')

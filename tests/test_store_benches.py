@@ -125,3 +125,59 @@ def test_the_pg_writers_floor_reports_the_locked_ceiling_beside_the_floor_table(
     with psycopg.connect(pg_server.url) as conn:  # every timed append is a committed row
         stored = conn.execute("SELECT count(*), count(DISTINCT seq) FROM raw_locked").fetchone()
     assert stored == (row["raw_locked_table"]["appends"],) * 2
+
+
+def test_layout_bench_work_rows_add_an_appends_minimal_work(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert layout_bench.main(["--events", "2000", "--rounds", "1", "--work", "heads"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["bench"] for row in lines] == ["layout_insert:heads", "layout_insert:heads+work"]
+    assert "minimal work" in lines[1]["unit"] and "minimal work" not in lines[0]["unit"]
+    # the same raw baseline on both rows: the ratio compares one measured floor
+    assert lines[0]["baseline"] == lines[1]["baseline"]
+
+
+def test_the_work_done_matches_what_the_rows_hold() -> None:
+    rows = layout_bench.Rows(1000)
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    done: list[int] = []
+    worked = layout_bench.with_work(done.append, rows)
+    worked(0)
+    assert done == [0]  # the inserts still run after the work
+    # the bytes it encodes are the rows' payloads: the floor does the store's work
+    encode = layout_bench.msgspec.json.Encoder().encode
+    assert [encode(e) for e in rows.events[:1000]] == rows.payloads[:1000]
+    conn.close()
+
+
+def test_a_cut_segment_layout_keeps_every_payload_in_rows_of_at_most_n() -> None:
+    rows = layout_bench.Rows(1000)
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    layout_bench._layout("segment64", conn, rows)(0)
+    found = conn.execute(
+        "SELECT first_seq, length(lengths) / 4 FROM segments ORDER BY 1"
+    ).fetchall()
+    assert [seq for seq, _ in found] == list(range(1, 1001, 64))
+    assert max(n for _, n in found) == 64 and sum(n for _, n in found) == 1000
+    joined = b"".join(p for (p,) in conn.execute("SELECT payloads FROM segments ORDER BY 1"))
+    assert joined == b"".join(rows.payloads)
+
+
+def test_the_readme_table_shows_the_layout_floors_under_the_batched_append() -> None:
+    import readme_table
+
+    batched = {"bench": "append_batched", "value": 1.0, "unit": "events/s", "baseline": 2.0,
+               "ratio": 0.5}  # fmt: skip
+    floor = {"bench": "layout_insert:segment64+work", "value": 1, "unit": "u", "baseline": 2,
+             "ratio": 0.9, "cpu_us_per_event": 6.1, "raw_cpu_us_per_event": 5.5}  # fmt: skip
+    other = {"bench": "append_durable_single", "value": 1.0, "unit": "events/s", "baseline": 2.0,
+             "ratio": 0.5}  # fmt: skip
+    lines = readme_table.table([json.dumps(r) for r in (batched, other, floor)], "today")
+    body = [line for line in lines.splitlines() if line.startswith("| ") and "---" not in line]
+    assert body[1].startswith("| batched append")
+    assert body[2] == (
+        "| floor of a batched append (CPU), one row per ≤ 64 events of an append (not built): "
+        "the rows + encoding and hashing | 6.1 µs/event | 5.5 µs/event | 0.9 | — (reported) | — |"
+    )
+    assert body[3].startswith("| single durable append")

@@ -28,6 +28,7 @@ FOREIGN_OPTIONS = {
     "--recall": "bench/audit_corpus_bench.py",
     "--date": "bench/readme_table.py",
     "--write": "bench/readme_table.py",
+    "--work": "bench/layout_bench.py",
 }
 
 

@@ -1,7 +1,9 @@
 """The Hermes engine's view of another writer's append into the session Hermes holds
 (session 45), without Hermes: ``hermes_host.moved`` sees an append or a withdrawal in
-that session (not only a moved tip), and ``as_hermes_holds`` gives a view as Hermes's
-agent holds it once it merged adjacent user texts."""
+that session (not only a moved tip), and ``hermes_repair`` gives a view as Hermes's
+agent holds it once it repaired it (adjacent user texts merged; session 46: adjacent
+assistants merged, a result parted from its call dropped), counts a head of it in the
+ledger's messages and leaves out of an append what Hermes drops."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger.compressor.config import CompressionConfig
-from ctxledger.integrations import hermes_host
+from ctxledger.integrations import hermes_host, hermes_repair
 from ctxledger.runtime.service import ContextService
 
 CONFIG = CompressionConfig(threshold_floor_tokens=0)
@@ -50,7 +52,7 @@ def test_adjacent_user_texts_are_merged_as_hermes_merges_them() -> None:
         {"role": "user", "content": ""},
         {"role": "user", "content": [{"type": "text", "text": "blocks"}]},
     ]
-    held = hermes_host.as_hermes_holds(view)
+    held = hermes_repair.as_hermes_holds(view)
     assert held == [
         view[0],
         view[1],
@@ -62,22 +64,56 @@ def test_adjacent_user_texts_are_merged_as_hermes_merges_them() -> None:
 
 _MESSAGES = st.lists(
     st.fixed_dictionaries(
-        {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=5)}
+        {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=5)},
+        optional={
+            "tool_call_id": st.sampled_from(["c1", "c2"]),
+            "tool_calls": st.lists(
+                st.sampled_from(["c1", "c2"]).map(lambda c: {"id": c, "type": "function"}),
+                max_size=2,
+                unique_by=lambda c: c["id"],
+            ),
+        },
     ),
     max_size=12,
 )
 
 
 @given(_MESSAGES)
-def test_holding_keeps_every_text_and_leaves_no_user_pair(messages: list[dict[str, Any]]) -> None:
-    held = hermes_host.as_hermes_holds(messages)
+def test_holding_leaves_no_pair_and_counts_its_sources(messages: list[dict[str, Any]]) -> None:
+    """No user or assistant pair and no result without its open call is left; each
+    message held comes from a run of the view's messages, in order, every message used
+    at most once; the form is one Hermes's repair keeps; a head of it counts its
+    messages in the view; an append keeps those the repair uses."""
+    items = hermes_repair.repaired(messages)
+    held = [item.message for item in items]
     for before, after in itertools.pairwise(held):
-        assert not before["role"] == after["role"] == "user"
-    words = [m["content"] for m in messages if m["content"]]
-    assert [t for m in held for t in m["content"].split("\n\n") if t] == [
-        t for w in words for t in w.split("\n\n") if t
-    ]
-    assert hermes_host.as_hermes_holds(held) == held
+        assert not (before["role"] == after["role"] in {"user", "assistant"})
+    sources = [i for item in items for i in item.sources]
+    assert sources == sorted(set(sources)) and all(item.sources for item in items)
+    assert hermes_repair.as_hermes_holds(held) == held
+    for count, item in enumerate(items, start=1):
+        assert hermes_repair.ledger_count(messages, count) == max(item.sources) + 1
+    assert hermes_repair.ledger_count(messages, len(held) + 2) == len(messages) + 2
+    cut = len(messages) // 2
+    kept = hermes_repair.kept_after(messages[:cut], messages[cut:])
+    assert kept == [m for i, m in enumerate(messages) if i >= cut and i in sources]
+
+
+def test_a_note_between_a_call_and_its_result_parts_them() -> None:
+    """Another writer's user note after Hermes's call: Hermes drops the result it then
+    hands over (not recorded); an assistant note after its reply is merged with it."""
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]}
+    note = {"role": "user", "content": "a note"}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "found"}
+    view = [{"role": "user", "content": "ask"}, call, note]
+    assert hermes_repair.kept_after(view, [result]) == []
+    assert hermes_repair.kept_after(view[:2], [result]) == [result]
+    assert hermes_repair.kept_after(view[:1], [result]) == []  # (the call withdrawn)
+    reply = {"role": "assistant", "content": "done "}
+    aside = {"role": "assistant", "content": " an aside"}
+    held = hermes_repair.as_hermes_holds([view[0], reply, aside, note])
+    assert held == [view[0], {"role": "assistant", "content": "done\nan aside"}, note]
+    assert hermes_repair.ledger_count([view[0], reply, aside, note], 2) == 3
 
 
 @pytest.mark.anyio
@@ -93,7 +129,7 @@ async def test_a_resume_finds_a_chain_holding_a_merged_note(svc: ContextService)
     await svc.append(sid, [{"role": "user", "content": "ask 2"}])  # (Hermes's, synced)
     merged = {"role": "user", "content": "a note\n\nask 2"}
     hermes_list = [
-        *hermes_host.as_hermes_holds(_view(svc, sid)),
+        *hermes_repair.as_hermes_holds(_view(svc, sid)),
         {"role": "assistant", "content": "2"},
     ]
     assert hermes_list[2] == merged

@@ -72,6 +72,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
+from ctxledger.integrations.hermes_repair import as_hermes_holds, kept_after
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
@@ -291,7 +292,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             root is not None
             and self._rewinds(messages)
             and not host.head_compacts(
-                svc, svc.tip(root), len(messages), focus, self.context_length
+                svc, svc.tip(root), len(messages), focus, self.context_length, messages[-1]
             )
         ):
             self._handed = [host.digest(m) for m in messages]
@@ -315,7 +316,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     def _hand_back(self, svc: ContextService, sid: str) -> list[JSON]:
         """The live view of `sid`, which the host takes now (its list from then on)."""
         self.compression_count = host.compactions(svc.ledger.chains, sid)
-        view = host.as_hermes_holds(host.unmarked(live_messages(svc, sid)))  # (marks: old ledgers)
+        view = as_hermes_holds(host.unmarked(live_messages(svc, sid)))  # (marks: old ledgers)
         self._known, self._seen = copy.deepcopy(view), sid
         self._seen_key = host.view_key(svc, sid)
         return view
@@ -378,6 +379,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
         suffix = [] if moved and hold else copy.deepcopy(messages[n:])
+        if moved and suffix:  # (a result parted from its call: Hermes drops it, unsent)
+            suffix = kept_after(live_messages(svc, sid), suffix)
         base, appended = host.view_key(svc, sid), []
         if suffix:
             result = await svc.append(sid, suffix)

@@ -1,0 +1,180 @@
+"""A view as Hermes Agent will hold it once its agent has repaired it: before each model
+call Hermes merges adjacent assistant messages, drops tool results that answer no call
+of the assistant message before them, and merges adjacent user texts, in its own list,
+which it hands back at the next hand-over. The engine hands Hermes that form and keeps,
+per message, which of the ledger's messages it came from (:func:`repaired`), to count
+a head of Hermes's list in the ledger's messages and to leave out what Hermes would
+drop. The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
+``repair_message_sequence``); the code is the project's own. Loads without Hermes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+JSON = dict[str, Any]
+
+
+class Held(NamedTuple):
+    """One message as Hermes holds it, and the indices of the messages it came from."""
+
+    message: Any
+    sources: tuple[int, ...]
+
+
+def _interim(message: JSON) -> bool:
+    """An interim assistant turn Hermes keeps apart (a Responses continuation)."""
+    return bool(
+        message.get("codex_reasoning_items")
+        or message.get("codex_message_items")
+        or message.get("finish_reason") == "incomplete"
+    )
+
+
+def _provisional(message: JSON) -> bool:
+    """An assistant candidate the next assistant message replaces, not joins."""
+    return message.get("finish_reason") in {"verification_required", "verify_hook_continue"}
+
+
+def _assistants_joined(first: JSON, second: JSON) -> JSON:
+    """Two adjacent assistant messages as one: their calls in order, their texts on
+    separate lines (trimmed, empties left out; a list of blocks is kept as it is), the
+    first's reasoning unless it has none; every other key the first's."""
+    joined = dict(first)
+    calls = list(first.get("tool_calls") or []) + list(second.get("tool_calls") or [])
+    if calls:
+        joined["tool_calls"] = calls
+    before, after = first.get("content"), second.get("content")
+    if isinstance(before, str) and isinstance(after, str):
+        joined["content"] = "\n".join(t for t in (before.strip(), after.strip()) if t)
+    elif not before and after is not None:
+        joined["content"] = after
+    if not first.get("reasoning_content") and second.get("reasoning_content"):
+        joined["reasoning_content"] = second["reasoning_content"]
+    return joined
+
+
+def _pair(held: list[Held], message: Any, role: str) -> JSON | None:
+    """The last held message when it and `message` are dicts of `role` both."""
+    last = held[-1].message if held else None
+    if not (isinstance(message, dict) and isinstance(last, dict)):
+        return None
+    return last if message.get("role") == last.get("role") == role else None
+
+
+def _merge_assistants(items: list[Held]) -> list[Held]:
+    held: list[Held] = []
+    for item in items:
+        message = item.message
+        last = _pair(held, message, "assistant")
+        if last is None or _interim(message) or _interim(last):
+            held.append(item)
+            continue
+        merged = message if _provisional(last) else _assistants_joined(last, message)
+        held[-1] = Held(merged, (*held[-1].sources, *item.sources))
+    return held
+
+
+def _call_ids(message: JSON) -> set[str]:
+    calls = message.get("tool_calls") or []
+    return {
+        call[key]
+        for call in calls
+        if isinstance(call, dict)
+        for key in ("id", "call_id")
+        if call.get(key)
+    }
+
+
+def _drop_unanswerable(held: list[Held]) -> list[Held]:
+    """Tool results whose id is not an open call of the assistant message before them
+    (a user message closes them; a call is answered once) are dropped."""
+    kept: list[Held] = []
+    open_calls: set[str] = set()
+    for item in held:
+        message = item.message
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "assistant":
+            open_calls = _call_ids(message)
+        elif role == "tool":
+            call = message.get("tool_call_id")
+            if not call or call not in open_calls:
+                continue
+            open_calls.discard(call)
+        elif role == "user":
+            open_calls = set()
+        kept.append(item)
+    return kept
+
+
+def _merge_users(held: list[Held]) -> list[Held]:
+    merged: list[Held] = []
+    for item in held:
+        last = _pair(merged, item.message, "user")
+        text = item.message.get("content", "") if last is not None else None
+        before = last.get("content", "") if last is not None else None
+        if last is None or not isinstance(text, str) or not isinstance(before, str):
+            merged.append(item)
+            continue
+        joined = {k: v for k, v in last.items() if k != "api_content"}  # (stale bytes)
+        joined["content"] = "\n\n".join(t for t in (before, text) if t)
+        merged[-1] = Held(joined, (*merged[-1].sources, *item.sources))
+    return merged
+
+
+def repaired(messages: list[Any]) -> list[Held]:
+    """`messages` as Hermes's repairs leave them, each with its sources: its repair
+    again until it changes nothing (one pass may leave a pair it makes, two assistants
+    around a dropped result, which the repair before its next model call merges; the
+    view handed back is one no later repair changes). Merged messages are new dicts
+    (Hermes edits its own in place); the rest are `messages`'."""
+    held = [Held(message, (i,)) for i, message in enumerate(messages)]
+    while True:
+        again = _merge_users(_drop_unanswerable(_merge_assistants(held)))
+        if len(again) == len(held):  # (every repair takes a message out)
+            return held
+        held = again
+
+
+def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
+    """`messages` (a view handed to Hermes) as Hermes will hold them after its repair.
+    Handed as the ledger holds it, a view another writer made with such a shape (a
+    script's user note, then Hermes's next ask; an assistant note after Hermes's reply;
+    a note between a call and its result) made the engine read Hermes's repaired list
+    at the next hand-over as another conversation and start a new root with the whole
+    history (sessions 45, 46). A merged user message goes without ``api_content`` (the
+    bytes Hermes sent for the first message alone); a missing content reads as empty,
+    as Hermes reads it."""
+    return [item.message for item in repaired(messages)]
+
+
+def ledger_count(
+    messages: list[Any], count: int, holds: Callable[[Any], bool] | None = None
+) -> int:
+    """How many of `messages` (the ledger's view) make up the first `count` messages of
+    Hermes's repaired list: a head Hermes cuts (``/compress here``) counted in the
+    ledger's messages (one more for each merged pair in it, the dropped results with
+    it). `holds(message)`: whether the head's last message is `message` as Hermes holds
+    it; where the view merges that message with a later one Hermes never took (another
+    writer's note since), the head ends before the later one. A `count` past the
+    repaired list counts the rest past the view."""
+    held = repaired(messages)
+    if count <= 0:
+        return 0
+    if count > len(held):
+        return len(messages) + count - len(held)
+    ends = sorted(held[count - 1].sources, reverse=True)
+    for end in ends[1:] if holds is not None and not holds(held[count - 1].message) else ():
+        head = repaired(messages[: end + 1])
+        if len(head) == count and holds is not None and holds(head[-1].message):
+            return end + 1
+    return ends[0] + 1
+
+
+def kept_after(view: list[Any], new: list[Any]) -> list[Any]:
+    """Those of `new` (the host's messages after `view`) that Hermes's repair of
+    ``view + new`` keeps (merged or not): a tool result whose call another writer
+    parted from it (a note between them, the call withdrawn) is dropped there, never
+    sent, and is not recorded either."""
+    used = {i for item in repaired([*view, *new]) for i in item.sources}
+    return [m for i, m in enumerate(new, start=len(view)) if i in used]

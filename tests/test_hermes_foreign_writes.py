@@ -8,6 +8,7 @@ ledger's messages and leaves out of an append what Hermes drops."""
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any
 
 import pytest
@@ -82,8 +83,8 @@ _MESSAGES = st.lists(
 def test_holding_leaves_no_pair_and_counts_its_sources(messages: list[dict[str, Any]]) -> None:
     """No user or assistant pair and no result without its open call is left; each
     message held comes from a run of the view's messages, in order, every message used
-    at most once; the form is one Hermes's repair keeps; a head of it counts its
-    messages in the view; an append keeps those the repair uses."""
+    at most once; the form is one Hermes's repair keeps; a head of it takes the view's
+    counts for its unmerged messages; an append keeps those the repair uses."""
     items = hermes_repair.repaired(messages)
     held = [item.message for item in items]
     for before, after in itertools.pairwise(held):
@@ -91,9 +92,11 @@ def test_holding_leaves_no_pair_and_counts_its_sources(messages: list[dict[str, 
     sources = [i for item in items for i in item.sources]
     assert sources == sorted(set(sources)) and all(item.sources for item in items)
     assert hermes_repair.as_hermes_holds(held) == held
-    for count, item in enumerate(items, start=1):
-        assert hermes_repair.ledger_count(messages, count) == max(item.sources) + 1
-    assert hermes_repair.ledger_count(messages, len(held) + 2) == len(messages) + 2
+    stored = [100 + i for i in range(len(messages))]
+    counts = hermes_repair.head_counts(messages, stored, held, same=operator.eq, count=len)
+    assert counts == [
+        stored[item.sources[0]] if len(item.sources) == 1 else len(item.message) for item in items
+    ]
     cut = len(messages) // 2
     kept = hermes_repair.kept_after(messages[:cut], messages[cut:])
     assert kept == [m for i, m in enumerate(messages) if i >= cut and i in sources]
@@ -113,7 +116,6 @@ def test_a_note_between_a_call_and_its_result_parts_them() -> None:
     aside = {"role": "assistant", "content": " an aside"}
     held = hermes_repair.as_hermes_holds([view[0], reply, aside, note])
     assert held == [view[0], {"role": "assistant", "content": "done\nan aside"}, note]
-    assert hermes_repair.ledger_count([view[0], reply, aside, note], 2) == 3
 
 
 @pytest.mark.anyio

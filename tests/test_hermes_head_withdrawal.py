@@ -56,10 +56,8 @@ async def test_a_withdrawal_between_host_calls_leaves_the_head_in_place(
 
     monkeypatch.setattr(hermes_host, "plan", spy)
     count = len(host) - withdrawn  # the longest head the withdrawal leaves alone
-    last = host[
-        count - 1
-    ]  # (the head's last message as the host holds it, as the engine passes it)
-    before = hermes_host.head_compacts(svc, sid, count, None, WINDOW, last)
+    head = host[:count]  # (the head the host hands, as the engine passes it)
+    before = hermes_host.head_compacts(svc, sid, count, None, WINDOW, head)
 
     # another writer goes on without the view's last messages and adds its own
     gone = svc.ledger.transcript.live_ids(sid)[-withdrawn:]
@@ -68,8 +66,8 @@ async def test_a_withdrawal_between_host_calls_leaves_the_head_in_place(
     assert len(svc.ledger.transcript.live_ids(sid)) == len(host) - withdrawn + 1
 
     # (with withdrawn=1 the other writer's ask follows the head's last user ask: the
-    # view merges them for Hermes, which never took that view; session 46)
-    after = hermes_host.head_compacts(svc, sid, count, None, WINDOW, last)
+    # view merges them for Hermes, which never took that view: the head is the host's)
+    after = hermes_host.head_compacts(svc, sid, count, None, WINDOW, head)
     assert after == before
     assert planned[1] == planned[0]  # the same head, planned alike
     assert planned[1][0] == {"role": "system", "content": "Be brief."}

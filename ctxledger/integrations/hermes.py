@@ -292,7 +292,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             root is not None
             and self._rewinds(messages)
             and not host.head_compacts(
-                svc, svc.tip(root), len(messages), focus, self.context_length, messages[-1]
+                svc, svc.tip(root), len(messages), focus, self.context_length, messages
             )
         ):
             self._handed = [host.digest(m) for m in messages]

@@ -19,15 +19,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger.compressor.assemble import reason_line
-from ctxledger.compressor.planner import plan
+from ctxledger.compressor.planner import plan, rough_counts
 from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title, live_messages
-from ctxledger.integrations.hermes_repair import as_hermes_holds, ledger_count
+from ctxledger.integrations.hermes_repair import as_hermes_holds, head_counts
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
+from ctxledger.tokens import count_message
 from ctxledger.usage import normalize_usage
 
 if TYPE_CHECKING:
@@ -457,24 +458,38 @@ def head_compacts(
     count: int,
     focus: str | None,
     context_length: int,
-    last: Any = None,
+    head: list[JSON] | None = None,
 ) -> bool:
     """Whether a branch holding the first `count` messages of the view of `tip` would
     compact, forced as ``/compress`` is: the planner's decision on that prefix (the
     parent's system prompt, the window the branch takes, no pins, no compaction in
     effect), before anything is written. Hermes keeps its list when nothing
-    compacts; a branch then ended the tip and recorded the conversation again. The
-    head is counted in Hermes's repaired list (:func:`ledger_count`; `last`: the head's
-    last message as Hermes holds it): after a merge the ledger holds one message more,
-    and a head after a merged pair was one message short (session 46)."""
+    compacts; a branch then ended the tip and recorded the conversation again.
+    `head`: the messages Hermes handed, which the branch will hold: planned as they
+    are (session 46: after a merge Hermes's list holds one message less than the
+    view, and a head counted in the view's messages was one message short)."""
     inp = compaction_input(svc.ledger, tip)
-    live = live_messages(svc, tip)
-    holds = None if last is None else (lambda m: said(m) == said(last))
-    k = ledger_count(live, count, holds) + len(inp.messages) - len(live)
+    offset = len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
+    counts = token_counts(inp, svc.config)
+    messages, tokens = inp.messages[: offset + count], counts[: offset + count]
+    if head is not None:
+        messages = [*inp.messages[:offset], *head]
+        live = live_messages(svc, tip)
+        fresh = rough_counts(head) if svc.config.estimator == "rough" else None
+        tokens = counts[:offset] + (
+            fresh
+            or head_counts(
+                live,
+                counts[offset:],
+                head,
+                same=lambda a, b: said(a) == said(b),
+                count=lambda m: count_message(m, inp.encoding),
+            )
+        )
     decision = plan(
-        inp.messages[:k],
+        messages,
         svc.config,
-        token_counts(inp, svc.config)[:k],
+        tokens,
         context_length=context_length or inp.context_length,
         focus=focus,
         force=True,

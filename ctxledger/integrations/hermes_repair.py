@@ -2,9 +2,9 @@
 call Hermes merges adjacent assistant messages, drops tool results that answer no call
 of the assistant message before them, and merges adjacent user texts, in its own list,
 which it hands back at the next hand-over. The engine hands Hermes that form and keeps,
-per message, which of the ledger's messages it came from (:func:`repaired`), to count
-a head of Hermes's list in the ledger's messages and to leave out what Hermes would
-drop. The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
+per message, which of the ledger's messages it came from (:func:`repaired`), to
+read a head of Hermes's list against the ledger's messages and to leave out what
+Hermes would drop. The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
 ``repair_message_sequence``); the code is the project's own. Loads without Hermes."""
 
 from __future__ import annotations
@@ -148,29 +148,6 @@ def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
     return [item.message for item in repaired(messages)]
 
 
-def ledger_count(
-    messages: list[Any], count: int, holds: Callable[[Any], bool] | None = None
-) -> int:
-    """How many of `messages` (the ledger's view) make up the first `count` messages of
-    Hermes's repaired list: a head Hermes cuts (``/compress here``) counted in the
-    ledger's messages (one more for each merged pair in it, the dropped results with
-    it). `holds(message)`: whether the head's last message is `message` as Hermes holds
-    it; where the view merges that message with a later one Hermes never took (another
-    writer's note since), the head ends before the later one. A `count` past the
-    repaired list counts the rest past the view."""
-    held = repaired(messages)
-    if count <= 0:
-        return 0
-    if count > len(held):
-        return len(messages) + count - len(held)
-    ends = sorted(held[count - 1].sources, reverse=True)
-    for end in ends[1:] if holds is not None and not holds(held[count - 1].message) else ():
-        head = repaired(messages[: end + 1])
-        if len(head) == count and holds is not None and holds(head[-1].message):
-            return end + 1
-    return ends[0] + 1
-
-
 def kept_after(view: list[Any], new: list[Any]) -> list[Any]:
     """Those of `new` (the host's messages after `view`) that Hermes's repair of
     ``view + new`` keeps (merged or not): a tool result whose call another writer
@@ -178,3 +155,23 @@ def kept_after(view: list[Any], new: list[Any]) -> list[Any]:
     sent, and is not recorded either."""
     used = {i for item in repaired([*view, *new]) for i in item.sources}
     return [m for i, m in enumerate(new, start=len(view)) if i in used]
+
+
+def head_counts(
+    view: list[Any],
+    stored: list[int],
+    head: list[Any],
+    *,
+    same: Callable[[Any, Any], bool],
+    count: Callable[[Any], int],
+) -> list[int]:
+    """Token counts for `head` (the first messages of Hermes's list): `stored` (the
+    counts of `view`'s messages) for a message that is one of the view's as Hermes
+    holds it (`same`), else `count` (a merged message, or one the view no longer holds)."""
+    held = repaired(view)
+    out = []
+    for i, message in enumerate(head):
+        item = held[i] if i < len(held) else None
+        one = item is not None and len(item.sources) == 1 and same(item.message, message)
+        out.append(stored[item.sources[0]] if one and item is not None else count(message))
+    return out

@@ -35,8 +35,10 @@ def service(tmp_path):
     svc.ledger.close()
 
 
-def _agent(service: ContextService, replies: list[AIMessage]) -> tuple[Any, ScriptedChat]:
-    model = ScriptedChat(messages=iter(replies))
+def _agent(
+    service: ContextService, replies: list[AIMessage], kind: type[ScriptedChat] = ScriptedChat
+) -> tuple[Any, Any]:
+    model = kind(messages=iter(replies))
     middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
     agent = create_agent(
         model=model, tools=[], middleware=[middleware], checkpointer=InMemorySaver()
@@ -74,6 +76,18 @@ def _said(service: ContextService) -> list[tuple[str, str]]:
     return [(m["role"], str(m.get("content"))) for m in _appended(service)]
 
 
+def _went_on(service: ContextService, model: ScriptedChat) -> None:
+    """The stopped ask stays, no answer to it; the next turn's call holds both asks, as
+    the ledger does, and its answer follows."""
+    assert _said(service) == [
+        ("user", "Tell me a lot."),
+        ("user", "Shorter, please."),
+        ("assistant", "Short."),
+    ]
+    assert [m.content for m in model.inputs[-1]] == ["Tell me a lot.", "Shorter, please."]
+    assert service.ledger.verify().ok
+
+
 def test_a_stream_stopped_mid_answer_leaves_the_thread_whole(service: ContextService) -> None:
     """The caller stops reading after the first streamed token: the answer is never
     recorded (the graph never stored it either), and the next turn's call holds both
@@ -85,13 +99,7 @@ def test_a_stream_stopped_mid_answer_leaves_the_thread_whole(service: ContextSer
     next(stream)  # the first token arrived; the caller stops reading
     stream.close()
     agent.invoke({"messages": [HumanMessage("Shorter, please.")]}, config)
-    assert _said(service) == [
-        ("user", "Tell me a lot."),
-        ("user", "Shorter, please."),
-        ("assistant", "Short."),
-    ]
-    assert [m.content for m in model.inputs[-1]] == ["Tell me a lot.", "Shorter, please."]
-    assert service.ledger.verify().ok
+    _went_on(service, model)
 
 
 class SlowChat(ScriptedChat):
@@ -112,11 +120,7 @@ def test_a_run_cancelled_during_the_model_call_leaves_the_thread_whole(
 ) -> None:
     """``ainvoke`` cancelled while the model answers: nothing of the answer is
     recorded, the ask is (it was sent), and the next turn goes on from there."""
-    model = SlowChat(messages=iter([AIMessage("Short.")]))
-    middleware = CtxLedgerMiddleware(service, model="fake", context_length=16_000)
-    agent = create_agent(
-        model=model, tools=[], middleware=[middleware], checkpointer=InMemorySaver()
-    )
+    agent, model = _agent(service, [AIMessage("Short.")], SlowChat)
     config = {"configurable": {"thread_id": "t1"}}
 
     async def run() -> None:
@@ -132,10 +136,4 @@ def test_a_run_cancelled_during_the_model_call_leaves_the_thread_whole(
 
     asyncio.run(run())
     assert len(model.inputs) == 2
-    assert _said(service) == [
-        ("user", "Tell me a lot."),
-        ("user", "Shorter, please."),
-        ("assistant", "Short."),
-    ]
-    assert [m.content for m in model.inputs[-1]] == ["Tell me a lot.", "Shorter, please."]
-    assert service.ledger.verify().ok
+    _went_on(service, model)

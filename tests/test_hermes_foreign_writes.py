@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxledger.compressor.config import CompressionConfig
+from ctxledger.errors import InvalidMessage
 from ctxledger.integrations import hermes_host, hermes_repair
 from ctxledger.runtime.service import ContextService
 
@@ -97,25 +98,112 @@ def test_holding_leaves_no_pair_and_counts_its_sources(messages: list[dict[str, 
     assert counts == [
         stored[item.sources[0]] if len(item.sources) == 1 else len(item.message) for item in items
     ]
+    # an append after the first half leaves out no message Hermes's repair keeps
     cut = len(messages) // 2
-    kept = hermes_repair.kept_after(messages[:cut], messages[cut:])
-    assert kept == [m for i, m in enumerate(messages) if i >= cut and i in sources]
+    made = {c["id"] for m in messages[:cut] for c in m.get("tool_calls", [])}
+    gone = hermes_repair.unasked(messages[cut:], made.__contains__)
+    assert not {cut + i for i in gone} & set(sources)
 
 
-def test_a_note_between_a_call_and_its_result_parts_them() -> None:
-    """Another writer's user note after Hermes's call: Hermes drops the result it then
-    hands over (not recorded); an assistant note after its reply is merged with it."""
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]}
-    note = {"role": "user", "content": "a note"}
-    result = {"role": "tool", "tool_call_id": "c1", "content": "found"}
-    view = [{"role": "user", "content": "ask"}, call, note]
-    assert hermes_repair.kept_after(view, [result]) == []
-    assert hermes_repair.kept_after(view[:2], [result]) == [result]
-    assert hermes_repair.kept_after(view[:1], [result]) == []  # (the call withdrawn)
+def test_an_assistant_note_after_a_reply_is_merged_with_it() -> None:
+    ask = {"role": "user", "content": "ask"}
     reply = {"role": "assistant", "content": "done "}
     aside = {"role": "assistant", "content": " an aside"}
-    held = hermes_repair.as_hermes_holds([view[0], reply, aside, note])
-    assert held == [view[0], {"role": "assistant", "content": "done\nan aside"}, note]
+    held = hermes_repair.as_hermes_holds([ask, reply, aside])
+    assert held == [ask, {"role": "assistant", "content": "done\nan aside"}]
+
+
+def _call(ident: str, **extra: Any) -> dict[str, Any]:
+    function = {"name": "clarify", "arguments": "{}"}
+    call = {"id": ident, "type": "function", "function": function, **extra}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+NOTE = {"role": "user", "content": "a note from another writer"}
+
+
+async def _parted(svc: ContextService, withdraw: bool) -> str:
+    """A session whose call another writer parted from its result: a user note after
+    the call, or the call withdrawn and the note in its place."""
+    sid = await svc.start_session(model="m", context_length=64_000)
+    await svc.append(sid, [{"role": "user", "content": "delete it?"}, _call("c1")])
+    call = svc.ledger.transcript.live_ids(sid)[-1]
+    await svc.append(sid, [NOTE], withdraw=[call] if withdraw else [])
+    return sid
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("withdraw", [False, True])
+async def test_a_result_is_recorded_unless_its_call_was_withdrawn(
+    svc: ContextService, withdraw: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review of session 46: a result parted from its call by a note (it may be the
+    user's own answer, a ``clarify``) is recorded, though Hermes's repair drops it and
+    the view handed back leaves it out; only a result whose call is no longer in the
+    view (withdrawn: the ledger would refuse it) is left out, logged by its call."""
+    sid = await _parted(svc, withdraw)
+    result = {"role": "tool", "tool_call_id": "c1", "content": "user said: yes"}
+    later = [_call("c2"), {"role": "tool", "tool_call_id": "c2", "content": "ok"}]
+    kept = hermes_host.answerable(svc, sid, [result, *later])
+    assert kept == ([*later] if withdraw else [result, *later])
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == (
+        [
+            "ctxledger: tool result for call 'c1' left out: another writer "
+            f"withdrew the call from the view ({sid})"
+        ]
+        if withdraw
+        else []
+    )
+    await svc.append(sid, kept)
+    view = _view(svc, sid)
+    assert (result in view) is not withdraw
+    assert result not in hermes_repair.as_hermes_holds(view)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "tool", "tool_call_id": ["c1"], "content": "x"},
+        {"role": "tool", "tool_call_id": {"id": "c1"}, "content": "x"},
+        {"role": "assistant", "content": "x", "tool_calls": 5},
+    ],
+)
+async def test_a_bad_message_after_a_moved_view_is_named_not_crashed(
+    svc: ContextService, bad: dict[str, Any]
+) -> None:
+    """Review of session 46: Hermes's new messages after another writer's note reached
+    the repair before the ledger's checks and raised TypeError; now the ledger names
+    them (InvalidMessage) and nothing is appended."""
+    sid = await _parted(svc, False)
+    before = svc.ledger.transcript.live_ids(sid)
+    kept = hermes_host.answerable(svc, sid, [bad])
+    with pytest.raises(InvalidMessage):
+        await svc.append(sid, kept)
+    assert svc.ledger.transcript.live_ids(sid) == before
+    view = _view(svc, sid)
+    assert hermes_repair.as_hermes_holds([*view, bad])[:2] == view[:2]  # (read, no raise)
+
+
+@pytest.mark.anyio
+async def test_a_stored_call_id_of_any_shape_is_read(svc: ContextService) -> None:
+    """Review of session 46: the ledger checks a call's ``id``, not a ``call_id`` it
+    carries; one stored as a list made every hand-back, resume and head plan raise
+    TypeError. Only non-empty strings are read as ids."""
+    sid = await svc.start_session(model="m", context_length=64_000, title=hermes_host.title("H"))
+    talk = [
+        {"role": "user", "content": "delete it?"},
+        _call("c1", call_id=["x"]),
+        {"role": "tool", "tool_call_id": "c1", "content": "yes"},
+        {"role": "assistant", "content": "deleted"},
+    ]
+    await svc.append(sid, talk)
+    view = _view(svc, sid)
+    assert hermes_repair.as_hermes_holds(view) == view
+    hermes_host.head_compacts(svc, sid, view[:3], None, 64_000)
+    found = await hermes_host.resumed_chain(svc, view, {hermes_host.title("H")}, "m", 64_000)
+    assert found is not None and found[0] == sid
 
 
 @pytest.mark.anyio

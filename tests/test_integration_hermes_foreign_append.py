@@ -14,7 +14,8 @@ Hermes's reply, which Hermes's repair merges with it), ``parted`` (a user note b
 Hermes's tool call and its result) and ``unasked`` (the call withdrawn, a note in its
 place): Hermes's repair drops the result, the engine hands Hermes that form; before,
 the next hand-over started a new root (``unasked``: the result was refused and the
-note never went up)."""
+note never went up). The ``parted`` result is recorded (the review: nothing is lost),
+the ``unasked`` one is not (its call is gone from the view)."""
 
 from __future__ import annotations
 
@@ -104,8 +105,9 @@ def _repaired_shape(mode: str, result: dict[str, Any], ledger: Ledger, later: li
         said = [(m["role"], m.get("content")) for m in ledger.api_messages(result["root"])]
         assert ("assistant", ASIDE) in said
         return
-    # the note went up from the request after the tool call on; the call's result,
-    # which Hermes's repair dropped, was never recorded
+    # the note went up from the request after the tool call on; the call's result, which
+    # Hermes's repair dropped, is recorded after the note (nothing is lost: it may be the
+    # user's answer) unless the call was withdrawn (the ledger would refuse it)
     sent = [PARTED in text for _, text in _sent_in(result)]
     assert sent.index(True) > 0 and all(sent[sent.index(True) :])
     (call,) = ledger.transcript.messages_of([result["wrote"]["call"]])
@@ -115,6 +117,9 @@ def _repaired_shape(mode: str, result: dict[str, Any], ledger: Ledger, later: li
         for e in events
         if isinstance(e, MessageAppended) and e.message.get("tool_call_id") == call_id
     ]
-    assert results == []
+    assert len(results) == (0 if mode == "unasked" else 1)
+    if mode == "parted":  # (recorded after the note; Hermes's repair drops it)
+        said = [e.message.get("content") for e in events if isinstance(e, MessageAppended)]
+        assert said.index(results[0]["content"]) > said.index(PARTED)
     withdrawals = [e.message_ids for e in events if isinstance(e, ReplyWithdrawn)]
     assert withdrawals == ([[result["wrote"]["call"]]] if mode == "unasked" else [])

@@ -72,7 +72,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
-from ctxledger.integrations.hermes_repair import as_hermes_holds, kept_after
+from ctxledger.integrations.hermes_repair import as_hermes_holds
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
@@ -291,9 +291,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if (
             root is not None
             and self._rewinds(messages)
-            and not host.head_compacts(
-                svc, svc.tip(root), len(messages), focus, self.context_length, messages
-            )
+            and not host.head_compacts(svc, svc.tip(root), messages, focus, self.context_length)
         ):
             self._handed = [host.digest(m) for m in messages]
             return messages  # no progress, and no branch: the host keeps its list
@@ -378,14 +376,13 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if moved and len(messages) > n and untaken is not None and untaken():
             await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
-        suffix = [] if moved and hold else copy.deepcopy(messages[n:])
-        if moved and suffix:  # (a result parted from its call: Hermes drops it, unsent)
-            suffix = kept_after(live_messages(svc, sid), suffix)
+        new = [] if moved and hold else copy.deepcopy(messages[n:])
+        suffix = host.answerable(svc, sid, new) if moved else new  # (its call withdrawn)
         base, appended = host.view_key(svc, sid), []
         if suffix:
             result = await svc.append(sid, suffix)
             sid, appended = result.session_id, result.message_ids
-            self._known.extend(copy.deepcopy(suffix))
+        self._known.extend(copy.deepcopy(new))  # (Hermes's list: a result left out too)
         if not moved:  # (a write meanwhile: the key is not the view's, so it moved)
             self._seen, self._seen_key = sid, host.grown(base, appended)
         return sid, self._write_queued(svc, self._seen or sid, keep_latest=True)

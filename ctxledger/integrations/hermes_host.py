@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import sys
 import uuid
 from collections.abc import Callable
@@ -23,8 +24,9 @@ from ctxledger.compressor.planner import plan, rough_counts
 from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
+from ctxledger.integers import shown
 from ctxledger.integrations.common import host_title, live_messages
-from ctxledger.integrations.hermes_repair import as_hermes_holds, head_counts
+from ctxledger.integrations.hermes_repair import as_hermes_holds, head_counts, unasked
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from ctxledger.runtime.service_io import TurnResult
 
 JSON = dict[str, Any]
+logger = logging.getLogger(__name__)
 
 
 def chat_usage(usage: dict[str, Any]) -> JSON:
@@ -453,48 +456,58 @@ def measured(value: Any) -> int | None:
 
 
 def head_compacts(
-    svc: ContextService,
-    tip: str,
-    count: int,
-    focus: str | None,
-    context_length: int,
-    head: list[JSON] | None = None,
+    svc: ContextService, tip: str, head: list[JSON], focus: str | None, context_length: int
 ) -> bool:
-    """Whether a branch holding the first `count` messages of the view of `tip` would
-    compact, forced as ``/compress`` is: the planner's decision on that prefix (the
+    """Whether a branch holding `head` (the strict prefix of its list Hermes handed for
+    ``/compress here N``) would compact, forced as ``/compress`` is: the planner's
+    decision on the tip's system part and `head` as the branch will hold it (the
     parent's system prompt, the window the branch takes, no pins, no compaction in
-    effect), before anything is written. Hermes keeps its list when nothing
-    compacts; a branch then ended the tip and recorded the conversation again.
-    `head`: the messages Hermes handed, which the branch will hold: planned as they
-    are (session 46: after a merge Hermes's list holds one message less than the
-    view, and a head counted in the view's messages was one message short)."""
+    effect), before anything is written. Hermes keeps its list when nothing compacts; a
+    branch then ended the tip and recorded the conversation again. A head message that
+    is one of the view's as Hermes holds it takes its stored count; a merged one is
+    counted (session 46: a head counted in the view's messages was one message short
+    after a merge)."""
     inp = compaction_input(svc.ledger, tip)
     offset = len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
     counts = token_counts(inp, svc.config)
-    messages, tokens = inp.messages[: offset + count], counts[: offset + count]
-    if head is not None:
-        messages = [*inp.messages[:offset], *head]
-        live = live_messages(svc, tip)
-        fresh = rough_counts(head) if svc.config.estimator == "rough" else None
-        tokens = counts[:offset] + (
-            fresh
-            or head_counts(
-                live,
-                counts[offset:],
-                head,
-                same=lambda a, b: said(a) == said(b),
-                count=lambda m: count_message(m, inp.encoding),
-            )
+    if svc.config.estimator == "rough":
+        fresh = rough_counts(head)
+    else:
+        fresh = head_counts(
+            live_messages(svc, tip),
+            counts[offset:],
+            head,
+            same=lambda a, b: said(a) == said(b),
+            count=lambda m: count_message(m, inp.encoding),
         )
     decision = plan(
-        messages,
+        [*inp.messages[:offset], *head],
         svc.config,
-        tokens,
+        counts[:offset] + fresh,
         context_length=context_length or inp.context_length,
         focus=focus,
         force=True,
     )
     return decision.action == "compress"
+
+
+def answerable(svc: ContextService, sid: str, new: list[JSON]) -> list[JSON]:
+    """`new` (the host's messages, to go after the view of `sid` another writer moved)
+    without a tool result whose call that view no longer holds (the writer withdrew
+    it): the ledger would refuse it, Hermes's repair drops it unsent; logged, naming
+    the call. Any other result is recorded, one Hermes's repair drops too (a note
+    between it and its call; it may be the user's own answer, a ``clarify``): nothing
+    is lost, and the view handed back leaves it out (:func:`as_hermes_holds`)."""
+    calls = svc.ledger.call_ledger(sid)
+    gone = unasked(new, lambda c: calls.was_issued(c) or calls.pending_rename(c) is not None)
+    for i in sorted(gone):
+        logger.warning(
+            "ctxledger: tool result for call %s left out: another writer withdrew the "
+            "call from the view (%s)",
+            shown(new[i]["tool_call_id"]),
+            sid,
+        )
+    return [m for i, m in enumerate(new) if i not in gone]
 
 
 async def resumed_chain(

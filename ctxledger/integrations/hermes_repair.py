@@ -3,8 +3,8 @@ call Hermes merges adjacent assistant messages, drops tool results that answer n
 of the assistant message before them, and merges adjacent user texts, in its own list,
 which it hands back at the next hand-over. The engine hands Hermes that form and keeps,
 per message, which of the ledger's messages it came from (:func:`repaired`), to
-read a head of Hermes's list against the ledger's messages and to leave out what
-Hermes would drop. The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
+read a head of Hermes's list against the ledger's messages; it tells a result whose
+call another writer withdrew (:func:`unasked`). The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
 ``repair_message_sequence``); the code is the project's own. Loads without Hermes."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _assistants_joined(first: JSON, second: JSON) -> JSON:
     separate lines (trimmed, empties left out; a list of blocks is kept as it is), the
     first's reasoning unless it has none; every other key the first's."""
     joined = dict(first)
-    calls = list(first.get("tool_calls") or []) + list(second.get("tool_calls") or [])
+    calls = [*_calls(first), *_calls(second)]
     if calls:
         joined["tool_calls"] = calls
     before, after = first.get("content"), second.get("content")
@@ -75,14 +75,22 @@ def _merge_assistants(items: list[Held]) -> list[Held]:
     return held
 
 
-def _call_ids(message: JSON) -> set[str]:
-    calls = message.get("tool_calls") or []
+def _calls(message: JSON) -> list[Any]:
+    """A message's ``tool_calls`` when they are a list (else none: any shape a stored or
+    handed message may have is read without raising)."""
+    calls = message.get("tool_calls")
+    return calls if isinstance(calls, list) else []
+
+
+def _call_ids(message: JSON, keys: tuple[str, ...] = ("id", "call_id")) -> set[str]:
+    """The ids of a message's calls under `keys`: non-empty strings only (the ledger
+    checks ``id``; a stored ``call_id`` may be any JSON)."""
     return {
         call[key]
-        for call in calls
+        for call in _calls(message)
         if isinstance(call, dict)
-        for key in ("id", "call_id")
-        if call.get(key)
+        for key in keys
+        if isinstance(call.get(key), str) and call[key]
     }
 
 
@@ -98,7 +106,7 @@ def _drop_unanswerable(held: list[Held]) -> list[Held]:
             open_calls = _call_ids(message)
         elif role == "tool":
             call = message.get("tool_call_id")
-            if not call or call not in open_calls:
+            if not isinstance(call, str) or call not in open_calls:
                 continue
             open_calls.discard(call)
         elif role == "user":
@@ -148,13 +156,23 @@ def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
     return [item.message for item in repaired(messages)]
 
 
-def kept_after(view: list[Any], new: list[Any]) -> list[Any]:
-    """Those of `new` (the host's messages after `view`) that Hermes's repair of
-    ``view + new`` keeps (merged or not): a tool result whose call another writer
-    parted from it (a note between them, the call withdrawn) is dropped there, never
-    sent, and is not recorded either."""
-    used = {i for item in repaired([*view, *new]) for i in item.sources}
-    return [m for i, m in enumerate(new, start=len(view)) if i in used]
+def unasked(new: list[Any], issued: Callable[[str], bool]) -> set[int]:
+    """The indices of `new`'s tool results (the host's messages after a view) whose call
+    neither the view made (`issued`) nor a message of `new` before them: the call
+    another writer withdrew. A result whose call is there is not one of them, even where
+    Hermes's repair drops it (a note between them); a result of another shape is left
+    to the ledger's checks to name."""
+    made: set[str] = set()
+    out: set[int] = set()
+    for i, message in enumerate(new):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "assistant":
+            made |= _call_ids(message, ("id",))  # (as the ledger reads a call)
+        elif role == "tool":
+            call = message.get("tool_call_id")
+            if isinstance(call, str) and call and call not in made and not issued(call):
+                out.add(i)
+    return out
 
 
 def head_counts(

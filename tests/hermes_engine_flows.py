@@ -392,6 +392,44 @@ async def _live(svc: Any, root: str) -> int:
     return len(svc.ledger.transcript.live_ids(svc.tip(root)))
 
 
+def left_out_then_failed(workdir: Path) -> dict[str, Any]:
+    """Another writer withdrew Hermes's call (a note in its place); Hermes hands the
+    call's result and its reply with a ``/compress`` that fails after the append, then
+    ends (session 46's review, L1): the result is left out, the reply recorded, and the
+    engine still knows Hermes's list (it held only what went into the ledger, and the
+    end started a second root with the whole conversation)."""
+    from ctxledger import ContextService
+    from ctxledger.errors import InvalidInput
+
+    e = engine(workdir / "left-out.db")
+    e.on_session_start("L")
+    call = {"id": "c1", "type": "function", "function": {"name": "recall", "arguments": "{}"}}
+    history = [*talk(0, 2), u("look it up"), a("", tool_calls=[call])]
+    e.on_session_end("L", history)
+    root = str(e._root)
+
+    async def withdraw(svc: Any) -> None:
+        tip = svc.tip(root)
+        last = svc.ledger.transcript.live_ids(tip)[-1]
+        await svc.append(tip, [u("a note from a script")], withdraw=[last])
+
+    e._shared.run(withdraw)
+    handed = [*history, {"role": "tool", "tool_call_id": "c1", "content": "found"}, a("ok")]
+    real = ContextService.compress
+
+    async def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise InvalidInput("the summarizer is down")
+
+    ContextService.compress = failing  # type: ignore[method-assign]
+    try:
+        kept = e.compress(copy.deepcopy(handed), force=True)
+    finally:
+        ContextService.compress = real  # type: ignore[method-assign]
+    known = e._known == handed
+    e.on_session_end("L", [*handed, u("next"), a("done")])
+    return {"kept": kept == handed, "aborted": e._last_compress_aborted, "known": known}
+
+
 def undo_then_compress(workdir: Path) -> dict[str, Any]:
     """``/undo`` of the last exchange (the compaction had kept it in the view), then
     ``/compress``: Hermes hands a strict prefix of the view, so the engine branches;
@@ -593,6 +631,7 @@ def main() -> None:
         partial_compress,
         compress_here_no_progress,
         hostile_after_a_foreign_write,
+        left_out_then_failed,
         resume_beside_a_branch,
         undo_then_compress,
         branch_inherits,

@@ -144,7 +144,7 @@ async def test_a_result_is_recorded_unless_its_call_was_withdrawn(
     sid = await _parted(svc, withdraw)
     result = {"role": "tool", "tool_call_id": "c1", "content": "user said: yes"}
     later = [_call("c2"), {"role": "tool", "tool_call_id": "c2", "content": "ok"}]
-    kept = hermes_host.answerable(svc, sid, [result, *later])
+    kept = hermes_repair.answerable(svc, sid, [result, *later])
     assert kept == ([*later] if withdraw else [result, *later])
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert said == (
@@ -178,7 +178,7 @@ async def test_a_bad_message_after_a_moved_view_is_named_not_crashed(
     them (InvalidMessage) and nothing is appended."""
     sid = await _parted(svc, False)
     before = svc.ledger.transcript.live_ids(sid)
-    kept = hermes_host.answerable(svc, sid, [bad])
+    kept = hermes_repair.answerable(svc, sid, [bad])
     with pytest.raises(InvalidMessage):
         await svc.append(sid, kept)
     assert svc.ledger.transcript.live_ids(sid) == before

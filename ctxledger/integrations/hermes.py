@@ -72,7 +72,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
-from ctxledger.integrations.hermes_repair import as_hermes_holds
+from ctxledger.integrations.hermes_repair import answerable, as_hermes_holds
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
@@ -377,7 +377,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
         new = [] if moved and hold else copy.deepcopy(messages[n:])
-        suffix = host.answerable(svc, sid, new) if moved else new  # (its call withdrawn)
+        suffix = answerable(svc, sid, new) if moved else new  # (its call withdrawn)
         base, appended = host.view_key(svc, sid), []
         if suffix:
             result = await svc.append(sid, suffix)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import logging
 import sys
 import uuid
 from collections.abc import Callable
@@ -24,9 +23,8 @@ from ctxledger.compressor.planner import plan, rough_counts
 from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
-from ctxledger.integers import shown
 from ctxledger.integrations.common import host_title, live_messages
-from ctxledger.integrations.hermes_repair import as_hermes_holds, head_counts, unasked
+from ctxledger.integrations.hermes_repair import as_hermes_holds, head_counts
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
@@ -38,7 +36,6 @@ if TYPE_CHECKING:
     from ctxledger.runtime.service_io import TurnResult
 
 JSON = dict[str, Any]
-logger = logging.getLogger(__name__)
 
 
 def chat_usage(usage: dict[str, Any]) -> JSON:
@@ -489,25 +486,6 @@ def head_compacts(
         force=True,
     )
     return decision.action == "compress"
-
-
-def answerable(svc: ContextService, sid: str, new: list[JSON]) -> list[JSON]:
-    """`new` (the host's messages, to go after the view of `sid` another writer moved)
-    without a tool result whose call that view no longer holds (the writer withdrew
-    it): the ledger would refuse it, Hermes's repair drops it unsent; logged, naming
-    the call. Any other result is recorded, one Hermes's repair drops too (a note
-    between it and its call; it may be the user's own answer, a ``clarify``): nothing
-    is lost, and the view handed back leaves it out (:func:`as_hermes_holds`)."""
-    calls = svc.ledger.call_ledger(sid)
-    gone = unasked(new, lambda c: calls.was_issued(c) or calls.pending_rename(c) is not None)
-    for i in sorted(gone):
-        logger.warning(
-            "ctxledger: tool result for call %s left out: another writer withdrew the "
-            "call from the view (%s)",
-            shown(new[i]["tool_call_id"]),
-            sid,
-        )
-    return [m for i, m in enumerate(new) if i not in gone]
 
 
 async def resumed_chain(

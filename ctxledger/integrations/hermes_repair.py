@@ -3,16 +3,23 @@ call Hermes merges adjacent assistant messages, drops tool results that answer n
 of the assistant message before them, and merges adjacent user texts, in its own list,
 which it hands back at the next hand-over. The engine hands Hermes that form and keeps,
 per message, which of the ledger's messages it came from (:func:`repaired`), to
-read a head of Hermes's list against the ledger's messages; it tells a result whose
-call another writer withdrew (:func:`unasked`). The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
+read a head of Hermes's list against the ledger's messages; and it leaves out of an
+append a result whose call another writer withdrew (:func:`answerable`). The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
 ``repair_message_sequence``); the code is the project's own. Loads without Hermes."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ctxledger.integers import shown
+
+if TYPE_CHECKING:
+    from ctxledger.runtime.service import ContextService
 
 JSON = dict[str, Any]
+logger = logging.getLogger(__name__)
 
 
 class Held(NamedTuple):
@@ -173,6 +180,25 @@ def unasked(new: list[Any], issued: Callable[[str], bool]) -> set[int]:
             if isinstance(call, str) and call and call not in made and not issued(call):
                 out.add(i)
     return out
+
+
+def answerable(svc: ContextService, sid: str, new: list[JSON]) -> list[JSON]:
+    """`new` (the host's messages, to go after the view of `sid` another writer moved)
+    without a tool result whose call that view no longer holds (the writer withdrew
+    it): the ledger would refuse it, Hermes's repair drops it unsent; logged, naming
+    the call. Any other result is recorded, one Hermes's repair drops too (a note
+    between it and its call; it may be the user's own answer, a ``clarify``): nothing
+    is lost, and the view handed back leaves it out (:func:`as_hermes_holds`)."""
+    calls = svc.ledger.call_ledger(sid)
+    gone = unasked(new, lambda c: calls.was_issued(c) or calls.pending_rename(c) is not None)
+    for i in sorted(gone):
+        logger.warning(
+            "ctxledger: tool result for call %s left out: another writer withdrew the "
+            "call from the view (%s)",
+            shown(new[i]["tool_call_id"]),
+            sid,
+        )
+    return [m for i, m in enumerate(new) if i not in gone]
 
 
 def head_counts(

@@ -149,8 +149,8 @@ async def test_a_result_is_recorded_unless_its_call_was_withdrawn(
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert said == (
         [
-            "ctxledger: tool result for call 'c1' left out: another writer "
-            f"withdrew the call from the view ({sid})"
+            "ctxledger: tool result for call 'c1' left out: its call is no longer in "
+            f"the view another writer moved (withdrawn, compacted away) ({sid})"
         ]
         if withdraw
         else []

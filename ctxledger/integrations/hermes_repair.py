@@ -4,8 +4,9 @@ of the assistant message before them, and merges adjacent user texts, in its own
 which it hands back at the next hand-over. The engine hands Hermes that form and keeps,
 per message, which of the ledger's messages it came from (:func:`repaired`), to
 read a head of Hermes's list against the ledger's messages; and it leaves out of an
-append a result whose call another writer withdrew (:func:`answerable`). The rules are read from Hermes's behaviour (hermes-agent 0.19.0,
-``repair_message_sequence``); the code is the project's own. Loads without Hermes."""
+append a result whose call another writer withdrew (:func:`answerable`). The rules are
+read from Hermes's behaviour (hermes-agent 0.19.0, ``repair_message_sequence``); the
+code is the project's own. Loads without Hermes."""
 
 from __future__ import annotations
 
@@ -184,8 +185,8 @@ def unasked(new: list[Any], issued: Callable[[str], bool]) -> set[int]:
 
 def answerable(svc: ContextService, sid: str, new: list[JSON]) -> list[JSON]:
     """`new` (the host's messages, to go after the view of `sid` another writer moved)
-    without a tool result whose call that view no longer holds (the writer withdrew
-    it): the ledger would refuse it, Hermes's repair drops it unsent; logged, naming
+    without a tool result whose call that view no longer holds (withdrawn, or
+    compacted away): the ledger would refuse it, Hermes's repair drops it unsent; logged, naming
     the call. Any other result is recorded, one Hermes's repair drops too (a note
     between it and its call; it may be the user's own answer, a ``clarify``): nothing
     is lost, and the view handed back leaves it out (:func:`as_hermes_holds`)."""
@@ -193,8 +194,8 @@ def answerable(svc: ContextService, sid: str, new: list[JSON]) -> list[JSON]:
     gone = unasked(new, lambda c: calls.was_issued(c) or calls.pending_rename(c) is not None)
     for i in sorted(gone):
         logger.warning(
-            "ctxledger: tool result for call %s left out: another writer withdrew the "
-            "call from the view (%s)",
+            "ctxledger: tool result for call %s left out: its call is no longer in the "
+            "view another writer moved (withdrawn, compacted away) (%s)",
             shown(new[i]["tool_call_id"]),
             sid,
         )

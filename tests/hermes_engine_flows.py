@@ -349,6 +349,87 @@ def compress_here_no_progress(workdir: Path) -> dict[str, Any]:
     }
 
 
+#: messages Hermes may hand that the ledger refuses (``hostile_after_a_foreign_write``)
+BAD = {
+    "result_id_list": {"role": "tool", "tool_call_id": ["c1"], "content": "x"},
+    "result_id_object": {"role": "tool", "tool_call_id": {"id": "c1"}, "content": "x"},
+    "calls_number": {"role": "assistant", "content": "x", "tool_calls": 5},
+}
+
+
+def hostile_after_a_foreign_write(workdir: Path) -> dict[str, Any]:
+    """A message the ledger refuses in Hermes's list after another writer's note
+    (session 46's review: the engine's repair raised TypeError on it first, out of
+    ``compress``): the compaction fails with the ledger's reason, Hermes keeps its list,
+    the session end is told in the log; nothing is appended."""
+    return {name: _refused_after_a_note(workdir, name, bad) for name, bad in BAD.items()}
+
+
+def _refused_after_a_note(workdir: Path, name: str, bad: dict[str, Any]) -> dict[str, Any]:
+    e = engine(workdir / f"hostile-{name}.db")
+    e.on_session_start("X")
+    history = talk(0, 2)
+    e.on_session_end("X", history)
+    root = str(e._root)
+
+    async def note(svc: Any) -> int:
+        await svc.append(svc.tip(root), [u("a note from a script")])
+        return await _live(svc, root)
+
+    live = e._shared.run(note)
+    handed = [*history, bad]
+    kept = e.compress(copy.deepcopy(handed), force=True)
+    e.on_session_end("X", copy.deepcopy(handed))
+    return {
+        "kept": kept == handed,
+        "aborted": e._last_compress_aborted,
+        "error": e._last_summary_error,
+        "appended": e._shared.run(lambda svc: _live(svc, root)) - live,
+    }
+
+
+async def _live(svc: Any, root: str) -> int:
+    return len(svc.ledger.transcript.live_ids(svc.tip(root)))
+
+
+def left_out_then_failed(workdir: Path) -> dict[str, Any]:
+    """Another writer withdrew Hermes's call (a note in its place); Hermes hands the
+    call's result and its reply with a ``/compress`` that fails after the append, then
+    ends (session 46's review, L1): the result is left out, the reply recorded, and the
+    engine still knows Hermes's list (it held only what went into the ledger, and the
+    end started a second root with the whole conversation)."""
+    from ctxledger import ContextService
+    from ctxledger.errors import InvalidInput
+
+    e = engine(workdir / "left-out.db")
+    e.on_session_start("L")
+    call = {"id": "c1", "type": "function", "function": {"name": "recall", "arguments": "{}"}}
+    history = [*talk(0, 2), u("look it up"), a("", tool_calls=[call])]
+    e.on_session_end("L", history)
+    root = str(e._root)
+
+    async def withdraw(svc: Any) -> None:
+        tip = svc.tip(root)
+        last = svc.ledger.transcript.live_ids(tip)[-1]
+        await svc.append(tip, [u("a note from a script")], withdraw=[last])
+
+    e._shared.run(withdraw)
+    handed = [*history, {"role": "tool", "tool_call_id": "c1", "content": "found"}, a("ok")]
+    real = ContextService.compress
+
+    async def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise InvalidInput("the summarizer is down")
+
+    ContextService.compress = failing  # type: ignore[method-assign]
+    try:
+        kept = e.compress(copy.deepcopy(handed), force=True)
+    finally:
+        ContextService.compress = real  # type: ignore[method-assign]
+    known = e._known == handed
+    e.on_session_end("L", [*handed, u("next"), a("done")])
+    return {"kept": kept == handed, "aborted": e._last_compress_aborted, "known": known}
+
+
 def undo_then_compress(workdir: Path) -> dict[str, Any]:
     """``/undo`` of the last exchange (the compaction had kept it in the view), then
     ``/compress``: Hermes hands a strict prefix of the view, so the engine branches;
@@ -549,6 +630,8 @@ def main() -> None:
         failing_store,
         partial_compress,
         compress_here_no_progress,
+        hostile_after_a_foreign_write,
+        left_out_then_failed,
         resume_beside_a_branch,
         undo_then_compress,
         branch_inherits,

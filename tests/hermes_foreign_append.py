@@ -9,7 +9,9 @@ view and what it sent parting silently.
 Run by ``tests/test_integration_hermes_foreign_append.py`` with the python of
 ``.venv-hermes``:
 
-    .venv-hermes/bin/python tests/hermes_foreign_append.py WORKDIR withdraw|append|race|end
+    .venv-hermes/bin/python tests/hermes_foreign_append.py WORKDIR MODE
+
+MODE: withdraw, append, race, end (session 45), assistant, parted, unasked (session 46).
 
 Hermes (the fake upstream of ``hermes_scenario.py``) runs two turns and hands its list
 over (``on_session_end``, as its CLI does after a compaction); the caller writes; Hermes
@@ -17,6 +19,11 @@ runs two more turns and hands its list over again. In mode ``race`` the note lan
 instead within the engine's hand-over, right after its own append. In mode ``end``
 (an append) Hermes ends its session right after the write, two messages more in its
 list and no check in between: it never takes the caller's view (session 39's rule).
+In mode ``assistant`` the caller's note is an assistant message after Hermes's reply,
+which Hermes's repair merges with it; in modes ``parted`` and ``unasked`` it writes
+while Hermes's tool call runs (:func:`_inside_tool`), and Hermes's repair drops the
+call's result (session 46: the engine hands Hermes its repair's form; before, the next
+hand-over started a new root).
 ``WORKDIR/foreign.json`` holds every chat request with its turn, the ids and the
 ledger's path.
 """
@@ -45,8 +52,9 @@ ENDING = [
 ]
 
 
-async def _write(db: Path, root: str, withdraw: bool) -> dict[str, Any]:
-    """The caller's write, through its own service on the same ledger file."""
+async def _write(db: Path, root: str, withdraw: bool, aside: str = "") -> dict[str, Any]:
+    """The caller's write, through its own service on the same ledger file (with
+    `aside`: an assistant message, after Hermes's reply)."""
     svc = ContextService.open(db)
     try:
         tip = svc.tip(root)
@@ -54,6 +62,7 @@ async def _write(db: Path, root: str, withdraw: bool) -> dict[str, Any]:
         (message,) = svc.ledger.transcript.messages_of([last])
         ids = [last] if withdraw else []
         note = {"role": "user", "content": NOTE, "api_content": SIDECAR}
+        note = {"role": "assistant", "content": aside} if aside else note
         await svc.append(tip, [note], withdraw=ids)
         return {"tip": tip, "last": last, "last_content": message.get("content")}
     finally:
@@ -75,6 +84,39 @@ def _race(wrote: dict[str, Any]) -> None:
         return done
 
     ContextService.append = racing  # type: ignore[method-assign]
+
+
+#: mode ``assistant``: the caller's note is an assistant message after Hermes's reply
+ASIDE = "An aside from a script: part 1 needs no more review."
+#: modes ``parted`` and ``unasked``: the caller's user note inside Hermes's tool call
+PARTED = "A note from a script, written while the recall ran."
+
+
+def _inside_tool(engine: Any, mode: str, wrote: dict[str, Any]) -> None:
+    """Modes ``parted`` and ``unasked`` (session 46): the caller writes while Hermes runs
+    its first tool call of turn 2 (the engine's ``recall``, which hands the list ending
+    with the call over first): a user note after the call (``parted``), or the call
+    withdrawn and the note in its place (``unasked``). Hermes then hands the call's
+    result over, which its repair drops (a user message closes the call, or no call is
+    left before it)."""
+    handle = type(engine).handle_tool_call
+
+    def writing(self: Any, name: str, args: Any, **kw: Any) -> str:
+        out = handle(self, name, args, **kw)
+        if not wrote:
+
+            async def write(svc: ContextService) -> None:
+                tip = svc.tip(str(self._root))
+                last = svc.ledger.transcript.live_ids(tip)[-1]
+                note = {"role": "user", "content": PARTED}
+                ids = [last] if mode == "unasked" else []
+                done = await svc.append(tip, [note], withdraw=ids)
+                wrote.update(call=last, note=done.message_ids[0])
+
+            self._shared.run(write)
+        return out
+
+    type(engine).handle_tool_call = writing
 
 
 def _repaired_view(db: Path, root: str) -> list[dict[str, Any]]:
@@ -102,6 +144,11 @@ def main() -> None:
         if turn == 2 and mode == "race":
             _race(wrote)
             engine.on_session_end(agent.session_id, history)
+        elif turn == 2 and mode in {"parted", "unasked"}:
+            _inside_tool(engine, mode, wrote)
+        elif turn == 2 and mode == "assistant":
+            engine.on_session_end(agent.session_id, history)
+            wrote = asyncio.run(_write(db, str(engine._root), False, ASIDE))
         elif turn == 2:
             engine.on_session_end(agent.session_id, history)
             wrote = asyncio.run(_write(db, str(engine._root), mode == "withdraw"))

@@ -19,6 +19,9 @@ on 127.0.0.1 in threads of this process; Hermes's ``AIAgent`` points at the prox
 - ``cut``: the output limit stops the model inside a tool call (``finish_reason:
   length``); Hermes drops that reply and sends the same request again.
 - ``empty``: the model's first answer is empty; Hermes drops it and asks again.
+- ``interleaved`` (session 46): the two parallel calls stream interleaved (both heads,
+  then each call's arguments in halves, the calls taking turns), then the answer and a
+  second ask on the returned history.
 
 Writes ``WORKDIR/result.json``: the paths the upstream was asked for, the final answers,
 Hermes's histories and the ledger's path. (What the upstream is sent is the ledger's
@@ -70,6 +73,9 @@ REPLIES: list[dict[str, Any]] = [
     {"content": "Planned once."},
     {"content": ""},
     {"content": "Said at last."},
+    {"content": None, "tool_calls": CALLS, "interleave": True},
+    {"content": "Both planned."},
+    {"content": "Going on."},
 ]
 SEEN: list[str] = []
 STREAMED: list[bool] = []
@@ -95,7 +101,13 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
         AGENT[-1].interrupt("stop")
         while not GAVE_UP.is_set():
             await asyncio.sleep(0.02)
-    chunks = chat_chunks(reply, chunk_id=f"c{n}", split_calls=True, finish=reply.get("finish"))
+    chunks = chat_chunks(
+        reply,
+        chunk_id=f"c{n}",
+        split_calls=True,
+        finish=reply.get("finish"),
+        interleave=bool(reply.get("interleave")),
+    )
     await send_stream(send, chunks)
     if reply.get("hold"):
         ANSWERED.set()
@@ -191,6 +203,10 @@ def main() -> None:
             out["cut"] = _kept(agent.run_conversation("Plan it in one call.")["messages"])
             agent = _agent(port)
             out["empty"] = _kept(agent.run_conversation("Say something.")["messages"])
+            agent = _agent(port)
+            both = agent.run_conversation("Plan both, in parallel.")
+            again = agent.run_conversation("Go on.", conversation_history=both["messages"])
+            out["interleaved"] = [both.get("final_response"), again.get("final_response")]
     out["paths"], out["streamed"] = SEEN, STREAMED
     (workdir / "result.json").write_text(json.dumps(out))
 

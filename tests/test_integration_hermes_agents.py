@@ -20,6 +20,7 @@ from ctxledger.events import (
     SessionSwitched,
     UsageReported,
 )
+from ctxledger.integrations.hermes_repair import as_hermes_holds
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,10 @@ def test_the_reply_to_a_request_sent_before_a_cli_compress_stays_on_its_session(
             "tool",
             "assistant",
         ]
-        view = [[m["role"], (m.get("content") or "")[:12]] for m in ledger.api_messages(adopted)]
+        # (as Hermes holds it: the flow's list puts its call right after an answer, a
+        # pair Hermes merges before it sends; session 46 hands it merged)
+        held = as_hermes_holds(ledger.api_messages(adopted))
+        view = [[m["role"], (m.get("content") or "")[:12]] for m in held]
         assert view[: len(said["view"])] == said["view"]
         assert not verify_compactions(ledger, adopted).drifted
     finally:

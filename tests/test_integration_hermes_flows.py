@@ -296,6 +296,39 @@ def test_a_compress_here_that_compacts_nothing_starts_no_branch(flows):
         ledger.close()
 
 
+def test_a_bad_message_after_a_foreign_write_is_refused_not_crashed(flows):
+    """Session 46's review: a message the ledger refuses in Hermes's list after another
+    writer's note raised TypeError out of the engine's repair; now ``compress`` fails
+    with the ledger's reason (Hermes keeps its list) and nothing is appended."""
+    _, out = flows
+    said = out["hostile_after_a_foreign_write"]
+    assert set(said) == {"result_id_list", "result_id_object", "calls_number"}
+    for name, got in said.items():
+        assert got["kept"] and got["aborted"] and got["appended"] == 0, name
+        assert got["error"].startswith("ctxledger: "), name
+        assert ("tool_calls" if name == "calls_number" else "tool_call_id") in got["error"]
+
+
+def test_a_result_left_out_keeps_the_engine_on_hermes_s_list(flows):
+    """Session 46's review (L1): a result whose call another writer withdrew is left out,
+    and a ``/compress`` failing after the append left the engine knowing a list Hermes
+    never held: Hermes's end started a second root with the whole conversation. Now the
+    end goes on as a branch of the view Hermes held (session 39's rule), one root."""
+    workdir, out = flows
+    said = out["left_out_then_failed"]
+    assert said == {"kept": True, "aborted": True, "known": True}
+    ledger = Ledger.open(workdir / "left-out.db")
+    try:
+        starts, appended = _roots_and_branches(ledger)
+        assert [e.reason for e in starts] == ["new", "branch"]
+        root = starts[0].session_id
+        assert appended[root][-2:] == ["a note from a script", "ok"]
+        assert "found" not in appended[root]  # (the result: left out)
+        assert appended[starts[1].session_id][-4:] == ["found", "ok", "next", "done"]
+    finally:
+        ledger.close()
+
+
 def test_a_resume_beside_a_branch_skips_the_chain_whose_tip_ended(flows):
     """The list from before ``/compress here`` matches the old chain, whose tip ended
     when the branch started: a new root, and the compaction goes through."""

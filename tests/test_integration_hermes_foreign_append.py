@@ -9,7 +9,13 @@ engine's check of the view and its own append (session 45's review): the engine 
 not take it into the view it remembers as Hermes's (it did, and Hermes never sent the
 note). In mode ``end`` Hermes ends right after the write with two messages more: its
 list goes on as a branch of the view it held, recorded again there (session 39's rule,
-written down after the review)."""
+written down after the review). Session 46: modes ``assistant`` (an assistant note after
+Hermes's reply, which Hermes's repair merges with it), ``parted`` (a user note between
+Hermes's tool call and its result) and ``unasked`` (the call withdrawn, a note in its
+place): Hermes's repair drops the result, the engine hands Hermes that form; before,
+the next hand-over started a new root (``unasked``: the result was refused and the
+note never went up). The ``parted`` result is recorded (the review: nothing is lost),
+the ``unasked`` one is not (its call is gone from the view)."""
 
 from __future__ import annotations
 
@@ -19,14 +25,19 @@ import pytest
 from helpers.hermes_run import script_ledger
 
 from ctxledger import Ledger
-from ctxledger.events import ReplyWithdrawn, SessionStarted
+from ctxledger.events import MessageAppended, ReplyWithdrawn, SessionStarted
 
 NOTE = "A note from a script: the last answer was withdrawn, review part 1 again."
 SIDECAR = NOTE + " [as sent with memory]"  # (the note's api_content)
 WITHDRAWN = "Done with step 2: the alpha module is reviewed."
+ASIDE = "An aside from a script: part 1 needs no more review."
+PARTED = "A note from a script, written while the recall ran."
 
 
-@pytest.fixture(scope="module", params=["withdraw", "append", "race", "end"])
+@pytest.fixture(
+    scope="module",
+    params=["withdraw", "append", "race", "end", "assistant", "parted", "unasked"],
+)
 def run(tmp_path_factory: Any, request: Any) -> Any:
     name, mode = "hermes_foreign_append.py", request.param
     for result, ledger in script_ledger(tmp_path_factory, name, "foreign.json", mode, timeout=600):
@@ -69,6 +80,9 @@ def test_hermes_goes_on_from_the_callers_view(run: tuple[str, dict[str, Any], Le
     if mode == "race":  # (the note went up from Hermes's next model call on)
         assert result["wrote"]["note"] and NOTE in later[-1]
         return
+    if mode in {"assistant", "parted", "unasked"}:
+        _repaired_shape(mode, result, ledger, later)
+        return
     assert result["wrote"]["last_content"] == WITHDRAWN  # Hermes's last reply, handed over
     withdrawals = [e for e in events if isinstance(e, ReplyWithdrawn)]
     assert later and all(NOTE in sent for sent in later)  # the caller's note went upstream
@@ -80,3 +94,32 @@ def test_hermes_goes_on_from_the_callers_view(run: tuple[str, dict[str, Any], Le
     # the note and Hermes's next ask went up merged, the note's sidecar dropped with it
     turn2 = [sent for turn, sent in _sent_in(result) if turn == 2]
     assert turn2 and all("Turn 2: review part 2" in sent for sent in turn2)
+
+
+def _repaired_shape(mode: str, result: dict[str, Any], ledger: Ledger, later: list[str]) -> None:
+    """Session 46: the view held a shape Hermes's repair changes; the engine handed
+    Hermes its repaired form, so the conversation went on in one root (checked above)."""
+    events = [r.event for r in ledger.store.read_all()]
+    if mode == "assistant":  # merged with Hermes's reply upstream, two in the ledger
+        assert later and all(ASIDE in sent for sent in later)
+        said = [(m["role"], m.get("content")) for m in ledger.api_messages(result["root"])]
+        assert ("assistant", ASIDE) in said
+        return
+    # the note went up from the request after the tool call on; the call's result, which
+    # Hermes's repair dropped, is recorded after the note (nothing is lost: it may be the
+    # user's answer) unless the call was withdrawn (the ledger would refuse it)
+    sent = [PARTED in text for _, text in _sent_in(result)]
+    assert sent.index(True) > 0 and all(sent[sent.index(True) :])
+    (call,) = ledger.transcript.messages_of([result["wrote"]["call"]])
+    call_id = call["tool_calls"][0]["id"]
+    results = [
+        e.message
+        for e in events
+        if isinstance(e, MessageAppended) and e.message.get("tool_call_id") == call_id
+    ]
+    assert len(results) == (0 if mode == "unasked" else 1)
+    if mode == "parted":  # (recorded after the note; Hermes's repair drops it)
+        said = [e.message.get("content") for e in events if isinstance(e, MessageAppended)]
+        assert said.index(results[0]["content"]) > said.index(PARTED)
+    withdrawals = [e.message_ids for e in events if isinstance(e, ReplyWithdrawn)]
+    assert withdrawals == ([[result["wrote"]["call"]]] if mode == "unasked" else [])

@@ -14,6 +14,7 @@ was the first (Hermes merges it with the next ask into one first message)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -107,3 +108,25 @@ def test_a_reply_hermes_drops_and_asks_again_is_not_on_its_line(run, case, answe
         e.message for e in _events(ledger) if isinstance(e, MessageAppended) and e.session_id == sid
     ]
     assert dropped not in str(said)
+
+
+def test_parallel_calls_streamed_interleaved_keep_one_session(run):
+    """Two parallel calls streamed interleaved by index (both heads, then each call's
+    arguments in halves by turns; session 46): the proxy records one assistant turn with
+    both calls whole, Hermes's results and answer follow on the same line, and its next
+    ask goes on there."""
+    result, ledger = run
+    assert result["interleaved"] == ["Both planned.", "Going on."]
+    sid, line = _line_holding(ledger, "Both planned.")
+    assert [r for r, _ in line] == [
+        "user", "assistant", "tool", "tool", "assistant", "user", "assistant",
+    ]  # fmt: skip
+    assert ledger.chains.lineage(sid).parent_session_id is None  # no branch
+    said = [
+        e.message for e in _events(ledger) if isinstance(e, MessageAppended) and e.session_id == sid
+    ]
+    calls = said[1]["tool_calls"]
+    assert [c["id"] for c in calls] == ["call_1", "call_2"]
+    assert [json.loads(c["function"]["arguments"])["todos"][0]["id"] for c in calls] == ["1", "2"]
+    assert [m.get("tool_call_id") for m in said[2:4]] == ["call_1", "call_2"]
+    assert ledger.verify().ok

@@ -1,10 +1,11 @@
-"""``hermes_host.as_hermes_holds`` against Hermes's own ``repair_message_sequence``
-(``tests/hermes_oracle.py``, op ``repair``) on lists whose adjacent user messages it
-merges: texts, empty, missing or null contents, lists of blocks, and ``api_content``
-sidecars (Hermes drops a merged message's sidecar; keeping the first message's, as the
-engine did before the session-45 review, made Hermes send that stale text in place of
-the merged one). Assistants are never adjacent here and there is no tool result: those
-repairs of Hermes's are not followed (see ``docs/notes/s45-reach10.md``)."""
+"""``hermes_repair.as_hermes_holds`` against Hermes's own ``repair_message_sequence``
+(``tests/hermes_oracle.py``, op ``repair``): adjacent user messages (texts, empty,
+missing or null contents, lists of blocks, ``api_content`` sidecars: Hermes drops a
+merged message's sidecar; keeping the first message's, as the engine did before the
+session-45 review, made Hermes send that stale text in place of the merged one);
+adjacent assistant messages (calls, texts, blocks, reasoning, Responses interims and
+verification candidates) and tool results, answered, parted from their call by a user
+message, unknown or answered twice (session 46: followed too)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from helpers.hermes_differential import Hermes, drawn, mismatches, oracle
 from hypothesis import strategies as st
 
-from ctxledger.integrations import hermes_host
+from ctxledger.integrations import hermes_repair
 
 _MISSING = object()
 _CONTENT = st.one_of(
@@ -38,18 +39,37 @@ def _user(draw: st.DrawFn) -> dict[str, Any]:
     return message
 
 
-_ASSISTANT = st.builds(lambda text: {"role": "assistant", "content": text}, st.text(max_size=4))
+_CALL_IDS = st.sampled_from(["c1", "c2", "c3"])
 
 
-def _no_assistant_pair(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        m
-        for m, before in zip(messages, [None, *messages], strict=False)
-        if not (before and m["role"] == before["role"] == "assistant")
-    ]
+@st.composite
+def _assistant(draw: st.DrawFn) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant"}
+    if (content := draw(_CONTENT)) is not _MISSING:
+        message["content"] = content
+    calls = draw(st.lists(_CALL_IDS, max_size=2, unique=True))
+    if calls or draw(st.booleans()):
+        message["tool_calls"] = [
+            {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            for c in calls
+        ]
+    if draw(st.booleans()):
+        message["reasoning_content"] = draw(st.sampled_from(["", "thought"]))
+    flag = draw(st.sampled_from([None, "incomplete", "verification_required", "stop"]))
+    if flag is not None:
+        message["finish_reason"] = flag
+    if draw(st.integers(0, 9)) == 0:
+        message["codex_reasoning_items"] = [{"id": "r"}]
+    return message
 
 
-_LISTS = st.lists(st.one_of(_user(), _user(), _ASSISTANT), max_size=8).map(_no_assistant_pair)
+_TOOL = st.builds(
+    lambda call, text: {"role": "tool", "tool_call_id": call, "content": text},
+    st.one_of(_CALL_IDS, st.just("")),
+    st.text(max_size=3),
+)
+
+_LISTS = st.lists(st.one_of(_user(), _user(), _assistant(), _TOOL), max_size=9)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +87,9 @@ def test_the_view_handed_back_is_the_list_hermes_repairs_it_to(hermes: Hermes) -
         ]
     )
     theirs = hermes.ask("repair", lists)
-    ours = [hermes_host.as_hermes_holds(messages) for messages in lists]
+    while (again := hermes.ask("repair", theirs)) != theirs:  # (as before each model call)
+        theirs = again
+    ours = [hermes_repair.as_hermes_holds(messages) for messages in lists]
     assert not mismatches(list(zip(lists, theirs, ours, strict=True)))
     assert any(
         before["role"] == after["role"] == "user"
@@ -75,4 +97,10 @@ def test_the_view_handed_back_is_the_list_hermes_repairs_it_to(hermes: Hermes) -
         for before, after in itertools.pairwise(messages)
         if "api_content" in before and isinstance(after.get("content", ""), str)
     )
+    for shape in ("assistant", "tool"):  # (the draws hold the session-46 shapes)
+        assert any(
+            before["role"] == after["role"] == shape
+            for messages in lists
+            for before, after in itertools.pairwise(messages)
+        )
     assert hermes.ask("repair", ours) == ours  # (Hermes keeps the handed view as it is)

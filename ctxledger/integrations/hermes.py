@@ -72,6 +72,7 @@ from ctxledger.errors import InvalidInput
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
+from ctxledger.integrations.hermes_repair import answerable, as_hermes_holds
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.messages import check_new_messages
 from ctxledger.runtime.service_io import focus_topic
@@ -290,9 +291,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if (
             root is not None
             and self._rewinds(messages)
-            and not host.head_compacts(
-                svc, svc.tip(root), len(messages), focus, self.context_length
-            )
+            and not host.head_compacts(svc, svc.tip(root), messages, focus, self.context_length)
         ):
             self._handed = [host.digest(m) for m in messages]
             return messages  # no progress, and no branch: the host keeps its list
@@ -315,7 +314,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     def _hand_back(self, svc: ContextService, sid: str) -> list[JSON]:
         """The live view of `sid`, which the host takes now (its list from then on)."""
         self.compression_count = host.compactions(svc.ledger.chains, sid)
-        view = host.as_hermes_holds(host.unmarked(live_messages(svc, sid)))  # (marks: old ledgers)
+        view = as_hermes_holds(host.unmarked(live_messages(svc, sid)))  # (marks: old ledgers)
         self._known, self._seen = copy.deepcopy(view), sid
         self._seen_key = host.view_key(svc, sid)
         return view
@@ -377,12 +376,13 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if moved and len(messages) > n and untaken is not None and untaken():
             await self._branch(svc, self._root, messages, seen)
             sid, seen, n, moved = svc.tip(self._root), None, 0, False
-        suffix = [] if moved and hold else copy.deepcopy(messages[n:])
+        new = [] if moved and hold else copy.deepcopy(messages[n:])
+        suffix = answerable(svc, sid, new) if moved else new  # (its call withdrawn)
         base, appended = host.view_key(svc, sid), []
         if suffix:
             result = await svc.append(sid, suffix)
             sid, appended = result.session_id, result.message_ids
-            self._known.extend(copy.deepcopy(suffix))
+        self._known.extend(copy.deepcopy(new))  # (Hermes's list: a result left out too)
         if not moved:  # (a write meanwhile: the key is not the view's, so it moved)
             self._seen, self._seen_key = sid, host.grown(base, appended)
         return sid, self._write_queued(svc, self._seen or sid, keep_latest=True)

@@ -19,14 +19,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctxledger.compressor.assemble import reason_line
-from ctxledger.compressor.planner import plan
+from ctxledger.compressor.planner import plan, rough_counts
 from ctxledger.compressor.recording import token_counts
 from ctxledger.errors import InvalidInput
 from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title, live_messages
+from ctxledger.integrations.hermes_repair import as_hermes_holds, head_counts
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
+from ctxledger.tokens import count_message
 from ctxledger.usage import normalize_usage
 
 if TYPE_CHECKING:
@@ -441,34 +443,6 @@ def moved(svc: ContextService, root: str, seen: str | None, key: ViewKey | None)
     return seen is not None and (svc.tip(root) != seen or view_key(svc, seen) != key)
 
 
-def as_hermes_holds(messages: list[JSON]) -> list[JSON]:
-    """`messages` (a view handed to Hermes) as Hermes will hold them: before each model
-    call its agent merges adjacent user messages whose contents are both text into one
-    (joined by a blank line) in its own list, and hands that list back at its next
-    hand-over. A view another writer made may hold such a pair (a script's user note,
-    then Hermes's next ask): handed as the ledger holds it, the engine read Hermes's
-    merged list as another conversation and started a new root with the whole history
-    (session 45). Merged copies, without ``api_content`` (the bytes Hermes sent for the
-    first message alone: Hermes drops it from a merged one, else it would send that stale
-    text in place of the merged); a missing content reads as empty, as Hermes reads it.
-    Every other message as it is."""
-    held: list[JSON] = []
-    for message in messages:
-        last = held[-1] if held else None
-        if (
-            last is not None
-            and message.get("role") == last.get("role") == "user"
-            and isinstance(text := message.get("content", ""), str)
-            and isinstance(before := last.get("content", ""), str)
-        ):
-            merged = {k: v for k, v in last.items() if k != "api_content"}
-            merged["content"] = "\n\n".join(t for t in (before, text) if t)
-            held[-1] = merged
-        else:
-            held.append(message)
-    return held
-
-
 def measured(value: Any) -> int | None:
     """The request size Hermes passed with ``compress`` (``current_tokens``), when it is a
     count the ledger takes (else None: the ledger's own estimate stands in)."""
@@ -479,19 +453,34 @@ def measured(value: Any) -> int | None:
 
 
 def head_compacts(
-    svc: ContextService, tip: str, count: int, focus: str | None, context_length: int
+    svc: ContextService, tip: str, head: list[JSON], focus: str | None, context_length: int
 ) -> bool:
-    """Whether a branch holding the first `count` messages of the view of `tip` would
-    compact, forced as ``/compress`` is: the planner's decision on that prefix (the
+    """Whether a branch holding `head` (the strict prefix of its list Hermes handed for
+    ``/compress here N``) would compact, forced as ``/compress`` is: the planner's
+    decision on the tip's system part and `head` as the branch will hold it (the
     parent's system prompt, the window the branch takes, no pins, no compaction in
-    effect), before anything is written. Hermes keeps its list when nothing
-    compacts; a branch then ended the tip and recorded the conversation again."""
+    effect), before anything is written. Hermes keeps its list when nothing compacts; a
+    branch then ended the tip and recorded the conversation again. A head message that
+    is one of the view's as Hermes holds it takes its stored count; a merged one is
+    counted (session 46: a head counted in the view's messages was one message short
+    after a merge)."""
     inp = compaction_input(svc.ledger, tip)
-    k = count + len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
+    offset = len(inp.messages) - len(svc.ledger.transcript.session(tip).live)
+    counts = token_counts(inp, svc.config)
+    if svc.config.estimator == "rough":
+        fresh = rough_counts(head)
+    else:
+        fresh = head_counts(
+            live_messages(svc, tip),
+            counts[offset:],
+            head,
+            same=lambda a, b: said(a) == said(b),
+            count=lambda m: count_message(m, inp.encoding),
+        )
     decision = plan(
-        inp.messages[:k],
+        [*inp.messages[:offset], *head],
         svc.config,
-        token_counts(inp, svc.config)[:k],
+        counts[:offset] + fresh,
         context_length=context_length or inp.context_length,
         focus=focus,
         force=True,

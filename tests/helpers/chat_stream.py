@@ -32,11 +32,14 @@ def chat_chunks(
     usage: Mapping[str, Any] | None = None,
     split_calls: bool = False,
     finish: str | None = None,
+    interleave: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``chat.completion.chunk`` events of `reply`: the role (and text), the tool
     calls (whole in the first delta, or with `split_calls` each call's head and then its
     arguments in a delta of their own), the finish reason (`finish`, else ``tool_calls``
-    or ``stop``), and a last event with `usage` (:data:`USAGE` when not given)."""
+    or ``stop``), and a last event with `usage` (:data:`USAGE` when not given). With
+    `interleave` (and `split_calls`) every call's head comes first, then the calls'
+    arguments in two halves each, the calls taking turns by index (session 46)."""
     base = {"id": chunk_id, "object": "chat.completion.chunk", "created": 1_700_000_000}
     base["model"] = model
     calls = [_call(c) for c in reply.get("tool_calls") or ()]
@@ -46,15 +49,33 @@ def chat_chunks(
     if calls and not split_calls:
         first["tool_calls"] = [{"index": i, **c} for i, c in enumerate(calls)]
     deltas = [first]
-    for i, call in enumerate(calls if split_calls else ()):
+    for i, call in enumerate(calls if split_calls and not interleave else ()):
         head = {**call, "index": i, "function": {**call["function"], "arguments": ""}}
         arguments = {"index": i, "function": {"arguments": call["function"]["arguments"]}}
         deltas += [{"tool_calls": [head]}, {"tool_calls": [arguments]}]
+    if split_calls and interleave:
+        deltas += _interleaved(calls)
     ended = finish or ("tool_calls" if calls else "stop")
     out = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
     out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": ended}]})
     out.append({**base, "choices": [], "usage": dict(USAGE if usage is None else usage)})
     return out
+
+
+def _interleaved(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Deltas of `calls`: each call's head, then their arguments' halves by turns."""
+    heads = [
+        {"tool_calls": [{**c, "index": i, "function": {**c["function"], "arguments": ""}}]}
+        for i, c in enumerate(calls)
+    ]
+    parts = []
+    for half in (0, 1):
+        for i, call in enumerate(calls):
+            text = call["function"]["arguments"]
+            cut = len(text) // 2
+            piece = text[:cut] if half == 0 else text[cut:]
+            parts.append({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    return heads + parts
 
 
 def sse_events(chunks: Sequence[Mapping[str, Any]]) -> list[bytes]:

@@ -204,9 +204,9 @@ def _export_settings(**settings: str) -> None:
 
 def _check_port(host: str, port: int) -> None:
     """One ``error:`` line (exit 1) when the address is taken or cannot be had, before
-    uvicorn starts (which logs the error with its start-up lines and exits 3)."""
-    if port == 0:
-        return  # any free port
+    uvicorn starts (which logs the error with its start-up lines and exits 3). Port 0
+    is probed too (a free port, let go at once): a host that does not resolve (``[::1]``,
+    written as in a URL) is named whatever the port."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -216,8 +216,10 @@ def _check_port(host: str, port: int) -> None:
             probe.bind(address)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise CtxLedgerError(f"cannot listen on {where}: {reason}") from None
+        bracketed = host.startswith("[")
+        where = f"[{host}]:{port}" if ":" in host and not bracketed else f"{host}:{port}"
+        hint = " (an IPv6 address goes without brackets: --host ::1)" if bracketed else ""
+        raise CtxLedgerError(f"cannot listen on {where}: {reason}{hint}") from None
 
 
 def log_config(log_level: str) -> dict[str, Any]:

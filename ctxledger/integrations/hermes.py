@@ -69,6 +69,7 @@ from ctxledger import (
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.assemble import reason_line
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown, written
 from ctxledger.integrations import hermes_host as host
 from ctxledger.integrations.common import live_messages
 from ctxledger.integrations.hermes_host import chat_usage
@@ -158,10 +159,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         window = host.window(context_length)
         if window is None:
             logger.warning(
-                "ctxledger: no usable context length for model %r (got %r): automatic "
+                "ctxledger: no usable context length for model %s (got %s): automatic "
                 "compaction is off until one is given",
-                model,
-                context_length,
+                shown(model),  # (repr of an int of 5,000 digits raises in the log handler)
+                shown(context_length),
             )
             self._model = model or self._model
             self.context_length = self.threshold_tokens = 0
@@ -214,7 +215,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             last = [host.tokens(usage, k) for k in ("prompt_tokens", "completion_tokens")]
             total = host.tokens(usage, "total_tokens")
         except (AttributeError, InvalidInput) as exc:
-            logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
+            logger.warning("ctxledger: a usage report was not recorded (%s): %s", exc, shown(usage))
             self._real_prompt(0)
             return
         self.last_prompt_tokens, self.last_completion_tokens = last
@@ -226,7 +227,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds; or
         whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
         every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
-        over = prompt_tokens is not None and 0 < self.threshold_tokens <= prompt_tokens
+        counted = isinstance(prompt_tokens, int | float)  # (a count of another type: none)
+        over = counted and 0 < self.threshold_tokens <= prompt_tokens  # type: ignore[operator]
         self._shared.refused.pop(self._hermes_session or "", None)  # asked: none pending
         root = self._root
         if root is None or (self._seen is None and not over):
@@ -490,6 +492,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        session_id = host.session_name(session_id)  # type: ignore[assignment]
         if (
             self._shared.db_path is None
             and self._shared._service is None
@@ -549,8 +552,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
 
     def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """``recall`` / ``expand_compaction`` over this conversation's whole history."""
-        if name not in _TOOLS:
-            return json.dumps({"error": f"Unknown context engine tool: {name}"})
+        if not isinstance(name, str) or name not in _TOOLS:  # (a list: unhashable)
+            return json.dumps({"error": f"Unknown context engine tool: {written(name)}"})
         messages = kwargs.get("messages")
         sid = (
             self._flush(host.unmarked(messages))

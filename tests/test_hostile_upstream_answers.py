@@ -20,6 +20,7 @@ ledger verifies and rebuilds to the live projections; the server serves the next
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import tempfile
@@ -203,6 +204,43 @@ async def test_a_redirect_without_a_location_is_named_too(proxies: Callable[[str
     response = await proxy.post(False)
     assert response.status_code == 502
     assert "answered 303, a redirect: the proxy follows no redirect" in response.text
+    assert proxy.roles() == ["user"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("location", [b"http://[bad/x", b"https://h:99999/x"])
+async def test_a_redirect_to_a_location_that_does_not_parse_says_so(
+    proxies: Callable[[str], Proxy], location: bytes
+) -> None:
+    # (it read "a redirect to '<the configured URL>'": the placeholder of a URL unparsed)
+    proxy = proxies("chat")
+    proxy.handler = answering("chat", False, 302, headers=[(b"location", location)])
+    response = await proxy.post(False)
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    assert "answered 302, a redirect to a Location that is no URL: " in message
+    assert "configured URL" not in message and location.decode() not in message
+    assert "--upstream set to the base URL" in message
+    assert proxy.roles() == ["user"]
+    proxy.check_ledger()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_gzipped_redirect_is_named_a_redirect(
+    proxies: Callable[[str], Proxy], stream: bool
+) -> None:
+    # (a 3xx is a redirect first, whatever its encoding: it was named as gzip not asked for)
+    proxy = proxies("chat")
+    moved = [(b"location", b"https://api.example.test/v1"), (b"content-encoding", b"gzip")]
+    proxy.handler = lambda request: httpx.Response(
+        301, headers=moved, stream=_Chunks([gzip.compress(b"<html>moved</html>")])
+    )
+    response = await proxy.post(stream)
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    assert "answered 301, a redirect to 'https://api.example.test/v1'" in message
+    assert "content-encoding" not in message
     assert proxy.roles() == ["user"]
 
 

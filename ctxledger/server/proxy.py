@@ -247,7 +247,7 @@ class Turn:
                     timeout=self.state.turn_timeout,
                 )
                 resp = await self.state.client.send(req, stream=True)
-                for refuse in (refuse_encoded, refuse_redirect):
+                for refuse in (refuse_redirect, refuse_encoded):  # (a gzipped 3xx: a redirect)
                     if refused := await refuse(self.api.served_by, self.state.upstream, resp):
                         return refused
                 if self.api.peek is not None and resp.status_code < 400:

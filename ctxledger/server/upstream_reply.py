@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from ctxledger.integers import shown, shown_id
 from ctxledger.messages import is_text_content_empty, kind_of
 from ctxledger.server.errors import message_of, provider_error_body
-from ctxledger.shownurl import scrubbed, shown_url
+from ctxledger.shownurl import UNPARSED, scrubbed, shown_url
 
 JSONDict = dict[str, Any]
 _T = TypeVar("_T")
@@ -290,12 +290,14 @@ async def refuse_redirect(served_by: str, upstream: str, resp: httpx.Response) -
     if not 300 <= resp.status_code < 400:
         return None
     await resp.aclose()
-    location = resp.headers.get("location")
-    to = f" to {shown_id(shown_url(location))}" if location else ""
+    location = resp.headers.get("location") or ""
+    to = shown_url(location) if location else ""
+    if to:  # (a Location that does not parse, a port past 65535, is not echoed)
+        to = " to a Location that is no URL" if to == UNPARSED else f" to {shown_id(to)}"
     why = (
         f"answered {resp.status_code}, a redirect{to}: the proxy follows no redirect, and "
-        "nothing of the answer was recorded (start it with --upstream set to the URL the "
-        "model server answers at)"
+        "nothing of the answer was recorded (start it with --upstream set to the base URL "
+        "the model server answers at)"
     )
     return _bad_reply(served_by, upstream, why)
 

@@ -71,7 +71,7 @@ from ctxledger.compressor.assemble import reason_line
 from ctxledger.errors import InvalidInput
 from ctxledger.integers import shown, written
 from ctxledger.integrations import hermes_host as host
-from ctxledger.integrations.common import live_messages
+from ctxledger.integrations.common import live_messages, prompt_count, session_name
 from ctxledger.integrations.hermes_host import chat_usage
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
 from ctxledger.messages import check_new_messages
@@ -227,8 +227,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds; or
         whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
         every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
-        counted = isinstance(prompt_tokens, int | float)  # (a count of another type: none)
-        over = counted and 0 < self.threshold_tokens <= prompt_tokens  # type: ignore[operator]
+        count = prompt_count(prompt_tokens)  # (one of another type: none, warned)
+        over = count is not None and 0 < self.threshold_tokens <= count
         self._shared.refused.pop(self._hermes_session or "", None)  # asked: none pending
         root = self._root
         if root is None or (self._seen is None and not over):
@@ -492,7 +492,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
-        session_id = host.session_name(session_id)  # type: ignore[assignment]
+        sid = session_name(session_id)  # (one that is no text: none, warned)
         if (
             self._shared.db_path is None
             and self._shared._service is None
@@ -505,10 +505,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if kwargs.get("boundary_reason") == "compression":
             # the conversation goes on (the ledger chain already continued), under a new
             # Hermes id if Hermes rotated it: the id a later reset is told from
-            self._hermes_session = session_id or self._hermes_session
+            self._hermes_session = sid or self._hermes_session
             return
-        self._hermes_session, self._resumable = session_id, True
-        self._shared.refused.pop(session_id, None)  # a new agent was refused nothing
+        self._hermes_session, self._resumable = sid, True
+        self._shared.refused.pop(sid or "", None)  # a new agent was refused nothing
         self._root, self._known, self._pending, self._handed = None, [], [], []
         self._seen = None
 

@@ -62,12 +62,6 @@ def chat_usage(usage: dict[str, Any]) -> JSON:
 PERSISTED_MARK = "_db_persisted"
 
 
-def session_name(value: object) -> str | None:
-    """Hermes's session id, or None for one that is no text (a host's bug: the engine
-    goes on as before a session starts; a dict kept as the id was unhashable later)."""
-    return value if isinstance(value, str) else None
-
-
 def unmarked(messages: list[Any]) -> list[Any]:
     """Shallow copies of the host's messages without the session store's mark (the
     values are shared: what is kept is copied where it is kept). Kept, the mark

@@ -79,7 +79,9 @@ def replayed_fields_text(message: Mapping[str, Any]) -> str:
 def _as_json(value: Any) -> str:
     """`value`'s JSON as counted; what JSON cannot hold (a key that is not text, a lone
     surrogate, an int past Python's 4,300 digits) is counted as the text it is shown as
-    here and refused when the event is stored."""
+    here (:func:`~ctxledger.integers.written`: such an int as "an integer of 5,001
+    digits", a list or dict holding one as its shown text, "a list") and refused when
+    the event is stored."""
     try:
         return msgspec.json.encode(value).decode()
     except (TypeError, ValueError, msgspec.EncodeError):  # (UnicodeEncodeError: a ValueError)

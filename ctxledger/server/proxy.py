@@ -82,6 +82,7 @@ from ctxledger.server.upstream_reply import (
     read_upstream,
     read_whole,
     refuse_encoded,
+    refuse_redirect,
     response_headers,
     says_nothing,
     upstream_failed,
@@ -246,8 +247,9 @@ class Turn:
                     timeout=self.state.turn_timeout,
                 )
                 resp = await self.state.client.send(req, stream=True)
-                if refused := await refuse_encoded(self.api.served_by, self.state.upstream, resp):
-                    return refused
+                for refuse in (refuse_redirect, refuse_encoded):  # (a gzipped 3xx: a redirect)
+                    if refused := await refuse(self.api.served_by, self.state.upstream, resp):
+                        return refused
                 if self.api.peek is not None and resp.status_code < 400:
                     resp = await self.api.peek(resp)  # (cancelled by a hang-up, httpcore closes it)
             except httpx.HTTPError as exc:

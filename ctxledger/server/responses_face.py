@@ -469,10 +469,10 @@ async def _raising(exc: httpx.HTTPError) -> AsyncIterator[bytes]:
 def _replayed(
     upstream: httpx.Response, head: list[bytes], rest: AsyncIterator[bytes] | None
 ) -> httpx.Response:
-    headers = [
+    headers = [  # (as the bytes sent: a value that is UTF-8 is not text httpx encodes back)
         (k, v)
-        for k, v in upstream.headers.multi_items()
-        if k.lower() not in ("content-encoding", "content-length")  # the bytes are decoded
+        for k, v in upstream.headers.raw
+        if k.lower() not in (b"content-encoding", b"content-length")  # the bytes are decoded
     ]
     return httpx.Response(
         upstream.status_code,

@@ -10,7 +10,7 @@ data itself), so the message is plain text the client can act on.
 It also owns how an answer is passed on: the upstream's headers as the bytes it sent
 (a UTF-8 value has no Latin-1 text form), and a body the upstream failed to finish (a
 connection cut mid-body) as a 502; an answer in a content-encoding not asked for, or past
-:data:`MAX_REPLY_BYTES`, as a 502 ``bad_upstream_reply``.
+:data:`MAX_REPLY_BYTES`, or a redirect (3xx), as a 502 ``bad_upstream_reply``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import httpx
 import msgspec
 from starlette.responses import JSONResponse, Response
 
-from ctxledger.integers import shown
+from ctxledger.integers import shown, shown_id
 from ctxledger.messages import is_text_content_empty, kind_of
 from ctxledger.server.errors import message_of, provider_error_body
-from ctxledger.shownurl import scrubbed
+from ctxledger.shownurl import UNPARSED, scrubbed, shown_url
 
 JSONDict = dict[str, Any]
 _T = TypeVar("_T")
@@ -283,6 +283,25 @@ async def refuse_encoded(served_by: str, upstream: str, resp: httpx.Response) ->
     return _bad_reply(served_by, upstream, why)
 
 
+async def refuse_redirect(served_by: str, upstream: str, resp: httpx.Response) -> Response | None:
+    """A 502 (the answer closed unread) for a 3xx: the proxy follows no redirect, and a
+    redirect's body is no reply (it was read as one: passed on and recorded when it
+    parsed, else "not JSON", the redirect unnamed), else None."""
+    if not 300 <= resp.status_code < 400:
+        return None
+    await resp.aclose()
+    location = resp.headers.get("location") or ""
+    to = shown_url(location) if location else ""
+    if to:  # (a Location that does not parse, a port past 65535, is not echoed)
+        to = " to a Location that is no URL" if to == UNPARSED else f" to {shown_id(to)}"
+    why = (
+        f"answered {resp.status_code}, a redirect{to}: the proxy follows no redirect, and "
+        "nothing of the answer was recorded (start it with --upstream set to the base URL "
+        "the model server answers at)"
+    )
+    return _bad_reply(served_by, upstream, why)
+
+
 async def read_whole(served_by: str, upstream: str, resp: httpx.Response) -> bytes | Response:
     """A non-streamed answer's body, else the 502: the upstream failed while sending it,
     or sent more than :data:`MAX_REPLY_BYTES` (not read further)."""
@@ -324,6 +343,7 @@ __all__ = [
     "read_upstream",
     "read_whole",
     "refuse_encoded",
+    "refuse_redirect",
     "response_headers",
     "says_nothing",
     "upstream_failed",

@@ -216,8 +216,12 @@ class CallLedger:
         #: may still be waiting for a result, in order (an entry here replaces the base's)
         self.renamed: dict[str, list[str]] = {}
         #: original ids of repaired re-uses whose call was lost: unanswered when a user
-        #: message came before the re-use (no later result with the id answers it)
+        #: message came before the re-use (the next result with the id goes to the later call)
         self.lost: set[str] = set()
+        #: original id -> the calls made with it that were lost, in order (their ids as
+        #: stored): a result with the id that no waiting call takes answers the first of
+        #: them still unanswered (an entry here replaces the base's)
+        self.lost_calls: dict[str, list[str]] = {}
         #: ids issued since the latest user message here (`turned`: one came here;
         #: else the base's count too)
         self.in_turn: set[str] = set()
@@ -265,8 +269,11 @@ class CallLedger:
         latest = made[-1] if made else call_id  # the latest call made with the id
         if self.waiting_before_turn(latest):  # lost, and so are those waiting before it
             waiting = []
-            if self.was_issued(call_id) and not self.was_answered(call_id):
+            gone = [r for r in (call_id, *made) if self.was_issued(r) and not self.was_answered(r)]
+            if gone[:1] == [call_id]:
                 self.lost.add(call_id)
+            earlier = [r for r in self.lost_owners(call_id) if not self.was_answered(r)]
+            self.lost_calls[call_id] = [*earlier, *gone]
         else:
             waiting = [r for r in made if not self.was_answered(r)]
         self.renamed[call_id] = [*waiting, replacement]
@@ -292,6 +299,23 @@ class CallLedger:
         """Whether the call made first with `call_id` is lost: unanswered when a user
         message came before a later call re-used the id (no later result answers it)."""
         return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
+
+    def lost_owners(self, call_id: str) -> list[str]:
+        """The lost calls made with `call_id` (:meth:`supersede`), in order, as stored."""
+        gone = self.lost_calls.get(call_id)
+        if gone is not None:
+            return gone
+        return self._base.lost_owners(call_id) if self._base is not None else []
+
+    def late_owner(self, call_id: str) -> str | None:
+        """The call a result with `call_id` answers when no call waiting for it takes it
+        (the latest call made with the id is answered, or lost): the earliest lost call
+        made with the id still in the view and unanswered — a late result, so that a
+        client resending a history with one never meets a refusal (session 46)."""
+        for gone in self.lost_owners(call_id):
+            if self.was_issued(gone) and not self.was_answered(gone):
+                return gone
+        return None
 
     def pending_rename(self, call_id: str) -> str | None:
         """The earliest replacement of a repaired re-used `call_id` still waiting for its
@@ -383,7 +407,8 @@ def repair_call_ids(
     original call is answered, lost (still unanswered when a user message came before
     the re-use: a turn that stopped with its call in flight) or no longer in the
     session's view (a compaction summarized it away), is given the replacement; a
-    result for a lost call once no replacement waits raises InvalidMessage. Messages
+    result with the id once no replacement waits answers the earliest lost call still
+    unanswered (a late result: never refused, so a resent history never sticks). Messages
     are never mutated: a repaired one is a copy. Shapes are not checked here
     (``validate_messages`` does that next); anything malformed is passed through for it
     to name.
@@ -421,18 +446,14 @@ def repair_call_ids(
         elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
             call_id = msg["tool_call_id"]
             pending = work.rename_for(call_id)
-            if pending is not None:
+            if pending is None and (work.was_answered(call_id) or work.was_lost(call_id)):
+                pending = work.late_owner(call_id)
+            if pending is not None and pending != call_id:
                 out[i] = {**msg, "tool_call_id": pending}
                 repairs.append(
                     CallIdRepair(index=i, call_index=None, original=call_id, replacement=pending)
                 )
                 call_id = pending
-            elif work.was_lost(call_id) and not work.was_answered(call_id):
-                raise InvalidMessage(
-                    f"tool result for {shown(call_id)}, whose call is lost (a user message "
-                    "came after it before a later call made that id again, and got its result)",
-                    index=i,
-                )
             work.answered.add(call_id)
     return out, repairs
 

@@ -401,6 +401,34 @@ def test_a_call_lost_across_a_user_turn_is_stripped_where_hermes_keeps_it(
     assert message_layout(messages, CONFIG).result_owner[at + 3] == at + 2
 
 
+def test_a_late_result_for_a_lost_call_answers_it_and_both_calls_are_kept_as_hermes(
+    hermes: Hermes,
+) -> None:
+    """``A(call_0)``, a user message, ``B(call_0)``, then two results: the first answers
+    ``B``, the second (which no waiting call takes) answers the lost ``A`` (session 46;
+    in session 45 the ledger refused it and the planner dropped it). Every call keeps a
+    result and every result a call, as Hermes keeps all four; the repaired list (ids
+    unique) plans the same and the ledger's repair accepts it."""
+    hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    late = [{"role": "tool", "tool_call_id": "call_0", "content": c} for c in ("one", "two")]
+    messages = _chat([hung, {"role": "user", "content": "again"}, again, *late])
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    at = len(messages) - 6  # hung
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start <= at
+    assert not p.orphans
+    assert _shape(apply(p, messages, SUMMARY).messages) == _shape(theirs["out"])
+    owners = message_layout(messages, CONFIG).result_owner
+    assert (owners[at + 3], owners[at + 4]) == (at + 2, at)
+    repaired, repairs = repair_call_ids(messages, None, lambda i, j: f"new_{i}")
+    assert [(r.index, r.call_index) for r in repairs] == [(at + 2, 0), (at + 3, None)]
+    assert repaired[at + 4]["tool_call_id"] == "call_0"  # A's own id: nothing to repair
+    q = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
+    assert (q.head_end, q.tail_start, q.orphans) == (p.head_end, p.tail_start, p.orphans)
+
+
 def test_a_lost_call_whose_id_a_much_later_turn_answers_is_compacted_as_hermes(
     hermes: Hermes,
 ) -> None:

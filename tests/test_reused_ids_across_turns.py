@@ -93,16 +93,19 @@ def test_a_second_reuse_while_the_first_replacement_waits_pairs_first_in_first_o
     assert pairs(fixed) == pairs(messages) == {3: 1, 5: 2}
 
 
-def test_a_result_for_a_lost_call_is_refused_with_nothing_appended(tmp_path: Path) -> None:
+def test_a_late_result_for_a_lost_call_answers_it(tmp_path: Path) -> None:
+    # (session 45 refused it, and the planner dropped it as a second result for B)
     with make_ledger(tmp_path / "l.db") as ledger:
         sid = ledger.start_session(model="m", context_length=32_000)
         ledger.append_messages(sid, [user("go"), asks("x"), user(), asks("x"), result("x")])
-        before = ledger.api_messages(sid)
-        with pytest.raises(InvalidMessage, match="tool result for 'x', whose call is lost"):
-            ledger.append_messages(sid, [result("x", "late")])
-        assert ledger.api_messages(sid) == before
-    # the planner reads it as a second result for the later call and drops it
-    assert pairs([user("go"), asks("x"), user(), asks("x"), result("x"), result("x")]) == {4: 3}
+        ledger.append_messages(sid, [result("x", "late")])
+        view = ledger.api_messages(sid)
+        assert view[-1]["tool_call_id"] == "x" == view[1]["tool_calls"][0]["id"]  # A's
+        assert rebuild_check(ledger, sid).equal
+    assert pairs([user("go"), asks("x"), user(), asks("x"), result("x"), result("x")]) == {
+        4: 3,
+        5: 1,
+    }
 
 
 _EVENTS = st.lists(

@@ -128,6 +128,9 @@ class Scanner:
     #: (filled only on a re-use within one user turn: the next result goes to the first,
     #: as the ledger pairs it; one a user turn separates from the re-use is lost)
     waiting: dict[str, list[int]] = field(default_factory=dict)
+    #: a re-used id -> its calls that were lost (unanswered across a user message before
+    #: the re-use), earliest first: a result no waiting or latest call takes answers the first
+    lost: dict[str, list[int]] = field(default_factory=dict)
     last_user: int = -1  # the latest user message scanned
     owner_of: dict[str, int] = field(default_factory=dict)
     group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
@@ -147,7 +150,7 @@ class Scanner:
             call_of=dict(self.call_of), call_ids=dict(self.call_ids),
             result_owner=dict(self.result_owner), answered=set(self.answered),
             superseded=dict(self.superseded), waiting={k: list(v) for k, v in self.waiting.items()},
-            last_user=self.last_user,
+            lost={k: list(v) for k, v in self.lost.items()}, last_user=self.last_user,
             owner_of=dict(self.owner_of), group_last=dict(self.group_last),
             long_args=list(self.long_args), long_results=list(self.long_results),
             summaries=list(self.summaries), merged=set(self.merged),
@@ -189,9 +192,11 @@ class Scanner:
                 call_id = msg["tool_call_id"]
                 owner = owner_of.get(call_id, -1)
                 if waiting and call_id in waiting:  # a re-used id: its earliest waiting call
-                    owner = self._answer_earliest(call_id)
+                    owner = self._answer_earliest(call_id, waiting)
                 elif 0 <= owner < i and call_id not in answered:
                     answered.add(call_id)
+                elif self.lost and call_id in self.lost:  # a late result for a lost call
+                    owner = self._answer_earliest(call_id, self.lost)
                 else:
                     owner = -1
                 if owner >= 0:
@@ -246,8 +251,9 @@ class Scanner:
     def _supersede(self, call_id: str, last_user: int) -> None:
         """A later call re-uses `call_id`: the earlier one keeps its result, or keeps
         waiting for the next result with the id (earliest first) when no user message
-        (the latest at `last_user`) came between them; else it is lost, never answered
-        (``messages.CallLedger.rename_for`` pairs them alike)."""
+        (the latest at `last_user`) came between them; else it is lost: the next result
+        goes to the later call, and only one no other call takes answers a lost call
+        (``messages.CallLedger`` pairs them alike)."""
         earlier = self.owner_of[call_id]
         answered = call_id in self.answered
         self.superseded[earlier, call_id] = answered
@@ -256,14 +262,17 @@ class Scanner:
         elif last_user < earlier:
             self.waiting.setdefault(call_id, []).append(earlier)
         else:  # (so are the calls waiting before it: all in its user turn)
-            self.waiting.pop(call_id, None)
+            gone = self.lost.setdefault(call_id, [])
+            gone += self.waiting.pop(call_id, ())
+            gone.append(earlier)
 
-    def _answer_earliest(self, call_id: str) -> int:
-        """The earliest call still waiting with re-used `call_id`, now answered."""
-        queue = self.waiting[call_id]
+    def _answer_earliest(self, call_id: str, calls: dict[str, list[int]]) -> int:
+        """The earliest call with re-used `call_id` in `calls` (waiting or lost), now
+        answered."""
+        queue = calls[call_id]
         owner = queue.pop(0)
         if not queue:
-            del self.waiting[call_id]
+            del calls[call_id]
         self.superseded[owner, call_id] = True
         return owner
 

@@ -1,0 +1,175 @@
+"""A late result for a lost call (session 46): ``A(x)`` unanswered, a user message,
+``B(x)`` re-using the id, then two results with ``x``. The first answers ``B`` (the
+rule of session 45: ``A`` was lost when the user spoke); the second, which no waiting
+call takes, answers the lost ``A`` instead of being refused, so a client that resends
+its whole history every turn (the proxy) never gets the same refusal forever. The
+planner pairs the raw list alike (``compressor.layout.Scanner``)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.fake_upstream import Raw
+from helpers.ledger_helpers import make_ledger
+from helpers.server_rig import rig
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxledger.analysis.replay import rebuild_check
+from ctxledger.compressor.config import CompressionConfig
+from ctxledger.compressor.layout import message_layout
+from ctxledger.errors import InvalidMessage
+from ctxledger.messages import repair_call_ids, validate_messages
+
+
+def call(cid: str) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def asks(*cids: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": "trying", "tool_calls": [call(c) for c in cids]}
+
+
+def result(cid: str, text: str = "done") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": cid, "content": text}
+
+
+def user(text: str = "again") -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _fresh(i: int, j: int) -> str:
+    return f"new_{i}_{j}"
+
+
+def pairs(messages: list[dict[str, Any]]) -> dict[int, int]:
+    return message_layout(messages, CompressionConfig()).result_owner
+
+
+def test_a_late_result_goes_to_a_lost_call_made_with_a_replacement_id() -> None:
+    # A answered, B re-uses x in the same turn and is lost when C re-uses it after a
+    # user message: the first result after C's own is B's (stored under B's new id)
+    messages = [user("go"), asks("x"), result("x"), asks("x"), user(), asks("x"), result("x")]
+    messages.append(result("x", "late"))
+    fixed, repairs = repair_call_ids(messages, None, _fresh)
+    validate_messages(fixed)
+    assert fixed[7]["tool_call_id"] == fixed[3]["tool_calls"][0]["id"] == "new_3_0"
+    assert repairs[-1].original == "x" and repairs[-1].replacement == "new_3_0"
+    assert pairs(fixed) == pairs(messages) == {2: 1, 6: 5, 7: 3}
+
+
+def test_lost_calls_take_late_results_earliest_first_and_a_surplus_is_refused(
+    tmp_path: Path,
+) -> None:
+    with make_ledger(tmp_path / "l.db") as ledger:
+        sid = ledger.start_session(model="m", context_length=32_000)
+        ledger.append_messages(sid, [user("go"), asks("x"), user(), asks("x"), user()])
+        ledger.append_messages(sid, [asks("x"), result("x", "c")])
+        ledger.append_messages(sid, [result("x", "a")])  # A's (x itself)
+        ledger.append_messages(sid, [result("x", "b")])  # B's (its replacement)
+        view = ledger.api_messages(sid)
+        before = ledger.version(sid)
+        with pytest.raises(InvalidMessage, match="second tool result"):
+            ledger.append_messages(sid, [result("x", "surplus")])
+        assert ledger.version(sid) == before and ledger.api_messages(sid) == view
+        assert rebuild_check(ledger, sid).equal
+    ids = [m["tool_calls"][0]["id"] for m in view if m.get("tool_calls")]
+    assert [m["tool_call_id"] for m in view[-3:]] == [ids[2], ids[0], ids[1]]
+    assert ids[0] == "x" and len(set(ids)) == 3
+
+
+_EVENTS = st.lists(
+    st.one_of(
+        st.just(user()),
+        st.lists(st.sampled_from("xyz"), min_size=1, max_size=2, unique=True).map(
+            lambda ids: asks(*ids)
+        ),
+        st.sampled_from("xyz").map(result),
+    ),
+    max_size=18,
+)
+
+
+def _results_have_calls(messages: list[dict[str, Any]]) -> bool:
+    """Whether no result comes with an id more often than calls made it before."""
+    made: Counter[str] = Counter()
+    for m in messages:
+        for c in m.get("tool_calls") or ():
+            made[c["id"]] += 1
+        if m["role"] == "tool":
+            made[m["tool_call_id"]] -= 1
+            if made[m["tool_call_id"]] < 0:
+                return False
+    return True
+
+
+@settings(max_examples=600)  # (cheap: short lists, scanned twice)
+@given(messages=_EVENTS)
+def test_a_list_whose_results_all_have_calls_is_never_refused(
+    messages: list[dict[str, Any]],
+) -> None:
+    """Wherever each result has a call made with its id before it, not yet answered by
+    count, the ledger's repair accepts the list (no refusal a resend would meet again),
+    every result answers its own call, and the planner pairs the raw list alike."""
+    if not _results_have_calls(messages):
+        return
+    fixed, _ = repair_call_ids(messages, None, _fresh)
+    validate_messages(fixed)  # raises on a result with no call or a second result
+    owners = pairs(fixed)
+    assert len(owners) == sum(m["role"] == "tool" for m in messages)
+    assert owners == pairs(messages)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _reply(message: dict[str, Any]) -> Raw:
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m"}
+    body["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
+    body["usage"] = {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}
+    return Raw((json.dumps(body).encode(),))
+
+
+@pytest.mark.anyio
+async def test_a_client_resending_a_late_result_for_a_lost_call_is_never_stuck(
+    tmp_path: Path,
+) -> None:
+    """Through the proxy: the model makes ``call_0``, the run stops, the user asks
+    again, the model makes ``call_0`` again, and the client sends two results (the
+    first call's late one, then the second's). Each turn resends the whole history:
+    every turn is a 200 (session 45 answered 422 on this turn and every one after), on
+    one line, and the upstream gets both calls with a result each. A result carries
+    only its id: the ledger reads the first as the second call's and the second as the
+    lost call's (README, orphan section)."""
+    headers = {"X-Ctxledger-Session": "late", "authorization": "Bearer sk"}
+    made = {"role": "assistant", "content": None, "tool_calls": [call("call_0")]}
+    history: list[Any] = [{"role": "system", "content": "be brief"}, user("go")]
+    steps: list[list[Any]] = [
+        [],
+        [user("again")],
+        [result("call_0", "late one"), result("call_0", "its own")],
+        [user("and?")],
+        [user("once more")],
+    ]
+    async with rig(tmp_path) as r:
+        for k, step in enumerate(steps):
+            history += step
+            reply = made if k < 2 else {"role": "assistant", "content": f"said {k}"}
+            r.upstream.queue(_reply(reply))
+            body = {"model": "m", "messages": history}
+            res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+            assert res.status_code == 200, res.text
+            history.append({k: v for k, v in reply.items() if v is not None})
+        sent = r.upstream.requests[-1].json["messages"]
+        view = r.service.ledger.api_messages("late")
+        assert len(r.service.ledger.chains.chain("late")) == 1  # no branch
+    ids = [c["id"] for m in sent for c in m.get("tool_calls") or ()]
+    answers = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert ids[0] == "call_0" != ids[1] and answers == [ids[1], ids[0]]
+    assert [m["content"] for m in view if m["role"] == "tool"] == ["late one", "its own"]

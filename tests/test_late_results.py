@@ -85,9 +85,8 @@ def test_lost_calls_take_late_results_earliest_first_and_a_surplus_is_refused(
 _EVENTS = st.lists(
     st.one_of(
         st.just(user()),
-        st.lists(st.sampled_from("xyz"), min_size=1, max_size=2, unique=True).map(
-            lambda ids: asks(*ids)
-        ),
+        # (an id may come twice in one message: two calls, as the repair reads them)
+        st.lists(st.sampled_from("xyz"), min_size=1, max_size=3).map(lambda ids: asks(*ids)),
         st.sampled_from("xyz").map(result),
     ),
     max_size=18,
@@ -173,3 +172,17 @@ async def test_a_client_resending_a_late_result_for_a_lost_call_is_never_stuck(
     answers = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
     assert ids[0] == "call_0" != ids[1] and answers == [ids[1], ids[0]]
     assert [m["content"] for m in view if m["role"] == "tool"] == ["late one", "its own"]
+
+
+def test_an_id_twice_in_one_message_is_two_calls_across_a_later_reuse() -> None:
+    """``A(x, x)``, one result, a user message, ``B(x)``: the message stays answered (one
+    key per message and id), its second call is lost, and a late result answers it
+    after ``B``'s own, as the repair gives it the second call's new id."""
+    messages = [user("go"), asks("x", "x"), result("x"), user(), asks("x"), result("x")]
+    messages.append(result("x", "late"))
+    layout = message_layout(messages, CompressionConfig())
+    assert layout.is_answered(1, "x") and layout.is_answered(4, "x")
+    assert layout.result_owner == {2: 1, 5: 4, 6: 1}
+    fixed, _ = repair_call_ids(messages, None, _fresh)
+    validate_messages(fixed)
+    assert [fixed[k]["tool_call_id"] for k in (2, 5, 6)] == ["x", "new_4_0", "new_1_1"]

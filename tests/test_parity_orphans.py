@@ -429,6 +429,36 @@ def test_a_late_result_for_a_lost_call_answers_it_and_both_calls_are_kept_as_her
     assert (q.head_end, q.tail_start, q.orphans) == (p.head_end, p.tail_start, p.orphans)
 
 
+@pytest.mark.parametrize("results", [2, 1])
+def test_an_id_twice_in_one_message_is_two_calls_kept_as_hermes(
+    hermes: Hermes, results: int
+) -> None:
+    """``A(call_0, call_0)``: two calls (session 46; before, the scan read one call and
+    dropped the second result, where the ledger's repair renames the second call and
+    gives each result one call). Two results: the first answers the first call, the
+    second the second, all kept as Hermes keeps them, the repaired list planned alike.
+    One result: the one key per message and id reads the message as answered, so both
+    calls are kept, as Hermes keeps them (the repaired list strips the renamed call,
+    difference 5)."""
+    both = {"role": "assistant", "content": "twice", "tool_calls": [_call("call_0")] * 2}
+    done = [{"role": "tool", "tool_call_id": "call_0", "content": c} for c in ("one", "two")]
+    messages = _chat([both, *done[:results], {"role": "assistant", "content": "ok"}])
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    at = len(messages) - 3 - results  # both
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start <= at
+    assert not p.orphans
+    assert _shape(apply(p, messages, SUMMARY).messages) == _shape(theirs["out"])
+    owners = message_layout(messages, CONFIG).result_owner
+    assert [owners[at + 1 + k] for k in range(results)] == [at] * results
+    repaired, _ = repair_call_ids(messages, None, lambda i, j: f"new_{i}")
+    q = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
+    assert (q.head_end, q.tail_start) == (p.head_end, p.tail_start)
+    stripped = [(o.index, o.tool_call_id) for o in q.orphans]
+    assert stripped == ([] if results == 2 else [(at, f"new_{at}")])
+
+
 def test_a_lost_call_whose_id_a_much_later_turn_answers_is_compacted_as_hermes(
     hermes: Hermes,
 ) -> None:

@@ -234,8 +234,10 @@ class Scanner:
                         call_id = call["id"]
                         if call_id in call_of:  # a re-used id: the new call awaits its own
                             self.redeclared += 1
-                            if owner_of[call_id] != i:  # (twice in one message: one call)
+                            if owner_of[call_id] != i:
                                 self._supersede(call_id, last_user)
+                            else:  # twice in one message: the first waits for a result
+                                waiting.setdefault(call_id, []).append(i)
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)
@@ -256,7 +258,10 @@ class Scanner:
         (``messages.CallLedger`` pairs them alike)."""
         earlier = self.owner_of[call_id]
         answered = call_id in self.answered
-        self.superseded[earlier, call_id] = answered
+        # (an id twice in `earlier`: one key for both calls, answered once one of them is)
+        self.superseded[earlier, call_id] = answered or self.superseded.get(
+            (earlier, call_id), False
+        )
         if answered:
             self.answered.discard(call_id)
         elif last_user < earlier:

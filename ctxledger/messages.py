@@ -216,14 +216,15 @@ class CallLedger:
         #: may still be waiting for a result, in order (an entry here replaces the base's)
         self.renamed: dict[str, list[str]] = {}
         #: original ids of repaired re-uses whose call was lost: unanswered when a user
-        #: message came before the re-use (the next result with the id goes to the later call)
+        #: message or a tool result came before the re-use (the next result with the id
+        #: goes to the later call)
         self.lost: set[str] = set()
         #: original id -> the calls made with it that were lost, in order (their ids as
         #: stored): a result with the id that no waiting call takes answers the first of
         #: them still unanswered (an entry here replaces the base's)
         self.lost_calls: dict[str, list[str]] = {}
-        #: ids issued since the latest user message here (`turned`: one came here;
-        #: else the base's count too)
+        #: ids issued since the latest user message or tool result here (`turned`: one
+        #: came here; else the base's count too)
         self.in_turn: set[str] = set()
         self.turned = False
         self._base = base
@@ -242,6 +243,7 @@ class CallLedger:
                 self.new_turn()
             elif msg.get("role") == "tool":
                 self.answered.add(str(msg.get("tool_call_id")))
+                self.new_turn()  # (the round of results ends the calls before it)
 
     def issue(self, call_id: str) -> None:
         """Record a call made with `call_id` (in the current user turn)."""
@@ -249,12 +251,13 @@ class CallLedger:
         self.in_turn.add(call_id)
 
     def new_turn(self) -> None:
-        """A user message: the calls issued before it are no longer in the current turn."""
+        """A user message or a tool result: the calls issued before it are no longer in
+        the current round (a later re-use of an id one of them left unanswered loses it)."""
         self.in_turn.clear()
         self.turned = True
 
     def issued_this_turn(self, call_id: str) -> bool:
-        """Whether `call_id` was issued after the latest user message."""
+        """Whether `call_id` was issued after the latest user message or tool result."""
         if call_id in self.in_turn:
             return True
         return not self.turned and self._base is not None and self._base.issued_this_turn(call_id)
@@ -262,9 +265,10 @@ class CallLedger:
     def supersede(self, call_id: str, replacement: str) -> None:
         """A later call re-uses `call_id` and got `replacement`. The calls made with the
         id before it keep waiting for the next results with the id, first in, first out,
-        if the latest of them is unanswered and no user message came since it was made;
-        unanswered across a user message, they are lost (the planner's
-        ``compressor.layout.Scanner`` pairs them alike)."""
+        if the latest of them is unanswered and no user message or tool result came since
+        it was made; else they are lost (a new user turn, or a round of results that
+        ended without theirs), and only a result no other call takes answers them (the
+        planner's ``compressor.layout.Scanner`` pairs them alike)."""
         made = self.replacements(call_id)
         latest = made[-1] if made else call_id  # the latest call made with the id
         if self.waiting_before_turn(latest):  # lost, and so are those waiting before it
@@ -279,8 +283,8 @@ class CallLedger:
         self.renamed[call_id] = [*waiting, replacement]
 
     def waiting_before_turn(self, call_id: str) -> bool:
-        """Whether the call `call_id`, in the view, has no result and a user message came
-        after it."""
+        """Whether the call `call_id`, in the view, has no result and a user message or a
+        tool result came after it."""
         return (
             self.was_issued(call_id)
             and not self.was_answered(call_id)
@@ -297,7 +301,8 @@ class CallLedger:
 
     def was_lost(self, call_id: str) -> bool:
         """Whether the call made first with `call_id` is lost: unanswered when a user
-        message came before a later call re-used the id (no later result answers it)."""
+        message or a tool result came before a later call re-used the id (only a result
+        no other call takes answers it: :meth:`late_owner`)."""
         return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
 
     def lost_owners(self, call_id: str) -> list[str]:
@@ -404,8 +409,9 @@ def repair_call_ids(
     calls per turn), while a session needs them unique. A call whose id was already
     issued (earlier in the session per `ledger`, or earlier in the batch) gets
     ``new_id(index, call_index)``; the next result with the original id, once the
-    original call is answered, lost (still unanswered when a user message came before
-    the re-use: a turn that stopped with its call in flight) or no longer in the
+    original call is answered, lost (still unanswered when a user message or a tool
+    result came before the re-use: a run that stopped with its call in flight, a round
+    of results that ended without its own) or no longer in the
     session's view (a compaction summarized it away), is given the replacement; a
     result with the id once no replacement waits answers the earliest lost call still
     unanswered (a late result: never refused, so a resent history never sticks). Messages
@@ -455,6 +461,7 @@ def repair_call_ids(
                 )
                 call_id = pending
             work.answered.add(call_id)
+            work.new_turn()  # (as in `CallLedger.fold`)
     return out, repairs
 
 

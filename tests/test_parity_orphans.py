@@ -495,6 +495,71 @@ def test_a_lost_call_whose_id_a_much_later_turn_answers_is_compacted_as_hermes(
     assert (q.action, q.head_end, q.tail_start) == ("compress", 4, p.tail_start)
 
 
+def _loop_with_a_lost_call() -> list[dict[str, Any]]:
+    """One agent loop (no user message after the first ask): ``A(call_0, call_1)`` gets
+    only ``call_1``'s result, twelve rounds later ``B(call_0)`` and its result."""
+    lost = {"role": "assistant", "content": "two", "tool_calls": [_call("call_0"), _call("call_1")]}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "next"},
+        lost,
+        {"role": "tool", "tool_call_id": "call_1", "content": "one"},
+    ]
+    for k in range(12):
+        call_id = f"call_{k + 2}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"step {k} " + "a" * 8_000,
+                "tool_calls": [_call(call_id)],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": "ok"})
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    done = {"role": "tool", "tool_call_id": "call_0", "content": "done"}
+    finished = {"role": "assistant", "content": "finished"}
+    return [*messages, again, done, finished, {"role": "user", "content": "ok?"}]
+
+
+def test_a_call_lost_inside_one_loop_whose_id_the_loop_reuses_is_compacted_as_hermes(
+    hermes: Hermes,
+) -> None:
+    """Session 45 left it: within one user turn, first in, first out paired the much
+    later result with the lost call, so one tool group spanned the loop and the tail
+    could start only at the last message (or the plan skipped, ``no_valid_cut``). A
+    call stops waiting once a tool result came after it before the re-use (session 46):
+    its round ended without its result. The list now plans as the same list with a new
+    id for the re-use, and Hermes (which pairs nothing) gives both the same bounds;
+    its tail starts one round later on both (its tail measure, not the ids)."""
+    messages = _loop_with_a_lost_call()
+    unique = [dict(m) for m in messages]
+    unique[-4] = {**unique[-4], "tool_calls": [_call("call_99")]}
+    unique[-3] = {**unique[-3], "tool_call_id": "call_99"}
+    asked = [{"window": 64_000, "summary": SUMMARY, "messages": m} for m in (messages, unique)]
+    theirs, theirs_unique = hermes.ask("orphans", asked)
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    q = plan(unique, CONFIG, counts, context_length=64_000, force=True)
+    assert theirs["bounds"] == theirs_unique["bounds"]
+    assert (p.action, p.head_end, p.tail_start, p.orphans) == (
+        q.action,
+        q.head_end,
+        q.tail_start,
+        q.orphans,
+    )
+    assert p.action == "compress" and p.head_end == theirs["bounds"][0] == 4
+    assert p.tail_start <= len(messages) - 6  # the loop's last rounds and the re-use kept
+    kept = len(messages) - p.tail_start - 1  # the tail both keep (ours merges the summary)
+    assert _shape(apply(p, messages, SUMMARY).messages)[-kept:] == _shape(theirs["out"])[-kept:]
+    assert message_layout(messages, CONFIG).result_owner[len(messages) - 3] == len(messages) - 4
+    repaired, _ = repair_call_ids(messages, None, lambda i, j: f"new_{i}")
+    assert repaired[-3]["tool_call_id"] == repaired[-4]["tool_calls"][0]["id"] != "call_0"
+    r = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
+    assert (r.action, r.head_end, r.tail_start) == ("compress", 4, p.tail_start)
+
+
 def _lost_call_sessions(count: int) -> list[dict[str, Any]]:
     """The module's sessions with answered calls numbered per turn and, before some
     user turns, a call that never got a result, made with ``call_0`` as well."""

@@ -1,7 +1,9 @@
 """A call that never got a result, then a user turn, then a call re-using its id
 (session 45): the ledger's repair gives the later result to the later call, as the
 planner's scan pairs it (``tests/test_parity_orphans.py``,
-``tests/test_planner_properties.py``). Within one user turn, first in, first out stays.
+``tests/test_planner_properties.py``). Calls made before any result came wait first in,
+first out; a tool result ends their round (session 46: a re-use after it loses a call
+still unanswered, as a user message does).
 
 Ledgers written before hold repairs made by the older rule (the result went to the
 lost call): they replay and verify as stored, and a new append follows the new rule.
@@ -85,12 +87,18 @@ def test_calls_waiting_before_a_lost_one_are_lost_with_it() -> None:
     assert pairs(fixed) == pairs(messages) == {5: 4}
 
 
-def test_a_second_reuse_while_the_first_replacement_waits_pairs_first_in_first_out() -> None:
-    # (before session 45 the repair kept one replacement per id: the result went to C)
+def test_a_call_whose_round_of_results_ended_without_its_own_is_lost() -> None:
+    # A and B wait; rA answers A and ends the round without B's, so C's re-use loses B:
+    # the next result is C's (session 45's first in, first out gave it to B), a later
+    # one B's late result
     messages = [user("go"), asks("x"), asks("x"), result("x", "a"), asks("x"), result("x", "b")]
     fixed, _ = repair_call_ids(messages, None, _fresh)
-    assert [fixed[5]["tool_call_id"], fixed[4]["tool_calls"][0]["id"]] == ["new_2", "new_4"]
-    assert pairs(fixed) == pairs(messages) == {3: 1, 5: 2}
+    assert [fixed[5]["tool_call_id"], fixed[4]["tool_calls"][0]["id"]] == ["new_4", "new_4"]
+    assert pairs(fixed) == pairs(messages) == {3: 1, 5: 4}
+    late = [*messages, result("x", "late")]
+    fixed, _ = repair_call_ids(late, None, _fresh)
+    assert fixed[6]["tool_call_id"] == fixed[2]["tool_calls"][0]["id"] == "new_2"
+    assert pairs(fixed) == pairs(late) == {3: 1, 5: 4, 6: 2}
 
 
 def test_a_late_result_for_a_lost_call_answers_it(tmp_path: Path) -> None:

@@ -125,13 +125,14 @@ class Scanner:
     answered: set[str] = field(default_factory=set)
     superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
     #: a re-used id -> its earlier calls still waiting for a result, earliest first
-    #: (filled only on a re-use within one user turn: the next result goes to the first,
-    #: as the ledger pairs it; one a user turn separates from the re-use is lost)
+    #: (filled only on a re-use with no user message or tool result since the earlier
+    #: call: the next result goes to the first, as the ledger pairs it; else it is lost)
     waiting: dict[str, list[int]] = field(default_factory=dict)
-    #: a re-used id -> its calls that were lost (unanswered across a user message before
-    #: the re-use), earliest first: a result no waiting or latest call takes answers the first
+    #: a re-used id -> its calls that were lost (unanswered across a user message or a
+    #: tool result before the re-use), earliest first: a result no waiting or latest call
+    #: takes answers the first
     lost: dict[str, list[int]] = field(default_factory=dict)
-    last_user: int = -1  # the latest user message scanned
+    last_user: int = -1  # the latest user or tool message scanned (a re-use's test)
     owner_of: dict[str, int] = field(default_factory=dict)
     group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
     long_args: list[int] = field(default_factory=list)
@@ -199,6 +200,7 @@ class Scanner:
                     owner = self._answer_earliest(call_id, self.lost)
                 else:
                     owner = -1
+                last_user = i  # (a result ends the calls' round: see _supersede)
                 if owner >= 0:
                     result_owner[i] = owner
                     group_last[owner] = i
@@ -253,9 +255,10 @@ class Scanner:
     def _supersede(self, call_id: str, last_user: int) -> None:
         """A later call re-uses `call_id`: the earlier one keeps its result, or keeps
         waiting for the next result with the id (earliest first) when no user message
-        (the latest at `last_user`) came between them; else it is lost: the next result
-        goes to the later call, and only one no other call takes answers a lost call
-        (``messages.CallLedger`` pairs them alike)."""
+        and no tool result (the latest at `last_user`) came between them; else it is
+        lost (a new user turn, or its round of results ended without its own): the next
+        result goes to the later call, and only one no other call takes answers a lost
+        call (``messages.CallLedger`` pairs them alike)."""
         earlier = self.owner_of[call_id]
         answered = call_id in self.answered
         # (an id twice in `earlier`: one key for both calls, answered once one of them is)

@@ -219,10 +219,14 @@ class CallLedger:
         #: message or a tool result came before the re-use (the next result with the id
         #: goes to the later call)
         self.lost: set[str] = set()
-        #: original id -> the calls made with it that were lost, in order (their ids as
-        #: stored): a result with the id that no waiting call takes answers the first of
-        #: them still unanswered (an entry here replaces the base's)
+        #: original id -> the calls made with it that were lost here, in order (their ids
+        #: as stored; the base's come before them, never copied): a result with the id
+        #: that no waiting call takes answers the first of them still unanswered.
+        #: Append-only: a call enters once, when it is lost
         self.lost_calls: dict[str, list[str]] = {}
+        #: original id -> how many of its lost calls (the base's first) are known
+        #: answered: :meth:`late_owner` starts past them
+        self._late_from: dict[str, int] = {}
         #: ids issued since the latest user message or tool result here (`turned`: one
         #: came here; else the base's count too)
         self.in_turn: set[str] = set()
@@ -273,11 +277,16 @@ class CallLedger:
         latest = made[-1] if made else call_id  # the latest call made with the id
         if self.waiting_before_turn(latest):  # lost, and so are those waiting before it
             waiting = []
-            gone = [r for r in (call_id, *made) if self.was_issued(r) and not self.was_answered(r)]
-            if gone[:1] == [call_id]:
-                self.lost.add(call_id)
-            earlier = [r for r in self.lost_owners(call_id) if not self.was_answered(r)]
-            self.lost_calls[call_id] = [*earlier, *gone]
+            gone = [r for r in made if self.was_issued(r) and not self.was_answered(r)]
+            if (
+                not self.was_lost(call_id)
+                and not self.was_answered(call_id)
+                and self.was_issued(call_id)
+            ):
+                self.lost.add(call_id)  # (the original enters once: it may stay unanswered)
+                gone.insert(0, call_id)
+            if gone:  # (a replacement is lost once: `renamed` then holds only later ones)
+                self.lost_calls.setdefault(call_id, []).extend(gone)
         else:
             waiting = [r for r in made if not self.was_answered(r)]
         self.renamed[call_id] = [*waiting, replacement]
@@ -306,21 +315,47 @@ class CallLedger:
         return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
 
     def lost_owners(self, call_id: str) -> list[str]:
-        """The lost calls made with `call_id` (:meth:`supersede`), in order, as stored."""
-        gone = self.lost_calls.get(call_id)
-        if gone is not None:
-            return gone
-        return self._base.lost_owners(call_id) if self._base is not None else []
+        """The lost calls made with `call_id` (:meth:`supersede`), in order, as stored
+        (a copy: the base's, then this ledger's)."""
+        below = self._base.lost_owners(call_id) if self._base is not None else []
+        return [*below, *self.lost_calls.get(call_id, ())]
 
     def late_owner(self, call_id: str) -> str | None:
         """The call a result with `call_id` answers when no call waiting for it takes it
         (the latest call made with the id is answered, or lost): the earliest lost call
         made with the id still in the view and unanswered — a late result, so that a
         client resending a history with one never meets a refusal (session 46)."""
-        for gone in self.lost_owners(call_id):
+        k = self._late_index(call_id)
+        return self._lost_at(call_id, k) if k < self._lost_count(call_id) else None
+
+    def _late_index(self, call_id: str) -> int:
+        """The index of the earliest lost call with `call_id` in the view and unanswered
+        (the count of them if none), moving this ledger's cursor to it: a lost call is in
+        the view when lost and a ledger's answers only grow, so the calls before it stay
+        answered (an overlay starts at its base's cursor, which the base moves with what
+        the base knows)."""
+        k = self._late_from.get(call_id)
+        if k is None:
+            k = self._base._late_index(call_id) if self._base is not None else 0
+        n = self._lost_count(call_id)
+        while k < n:
+            gone = self._lost_at(call_id, k)
             if self.was_issued(gone) and not self.was_answered(gone):
-                return gone
-        return None
+                break
+            k += 1
+        self._late_from[call_id] = k
+        return k
+
+    def _lost_count(self, call_id: str) -> int:
+        below = self._base._lost_count(call_id) if self._base is not None else 0
+        return below + len(self.lost_calls.get(call_id, ()))
+
+    def _lost_at(self, call_id: str, k: int) -> str:
+        below = self._base._lost_count(call_id) if self._base is not None else 0
+        if k < below:
+            assert self._base is not None
+            return self._base._lost_at(call_id, k)
+        return self.lost_calls[call_id][k - below]
 
     def pending_rename(self, call_id: str) -> str | None:
         """The earliest replacement of a repaired re-used `call_id` still waiting for its

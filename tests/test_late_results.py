@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers.fake_upstream import Raw
 from helpers.ledger_helpers import make_ledger
+from helpers.reused_ids import asks, call, pairs, result, user
 from helpers.server_rig import rig
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,31 +24,11 @@ from ctxledger.analysis.replay import rebuild_check
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import message_layout
 from ctxledger.errors import InvalidMessage
-from ctxledger.messages import repair_call_ids, validate_messages
-
-
-def call(cid: str) -> dict[str, Any]:
-    return {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-
-
-def asks(*cids: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": "trying", "tool_calls": [call(c) for c in cids]}
-
-
-def result(cid: str, text: str = "done") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": text}
-
-
-def user(text: str = "again") -> dict[str, Any]:
-    return {"role": "user", "content": text}
+from ctxledger.messages import CallLedger, repair_call_ids, validate_messages
 
 
 def _fresh(i: int, j: int) -> str:
     return f"new_{i}_{j}"
-
-
-def pairs(messages: list[dict[str, Any]]) -> dict[int, int]:
-    return message_layout(messages, CompressionConfig()).result_owner
 
 
 def test_a_late_result_goes_to_a_lost_call_made_with_a_replacement_id() -> None:
@@ -186,3 +167,31 @@ def test_an_id_twice_in_one_message_is_two_calls_across_a_later_reuse() -> None:
     fixed, _ = repair_call_ids(messages, None, _fresh)
     validate_messages(fixed)
     assert [fixed[k]["tool_call_id"] for k in (2, 5, 6)] == ["x", "new_4_0", "new_1_1"]
+
+
+def test_a_call_re_used_every_turn_and_never_answered_is_lost_once_each() -> None:
+    """The lost-call record grows by the calls lost, not by the turns squared (review
+    of session 46: every re-use rebuilt the list and put the original in it again). The
+    speed is in ``bench/lost_calls_bench.py``; here the sizes that made it quadratic."""
+    turns = 300
+    messages = [m for _ in range(turns) for m in (user(), asks("call_0"))]
+    fixed, repairs = repair_call_ids(messages, None, _fresh)
+    renames = {r.replacement: r.original for r in repairs}
+    ledger = CallLedger()
+    ledger.fold(fixed, renames)
+    made = [c["id"] for m in fixed if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert ledger.lost_calls == {"call_0": made[:-1]}  # each call lost once, in order
+    # an append's overlay holds only what it adds, on top of the base's record
+    work = ledger.overlay()
+    work.new_turn()
+    work.supersede("call_0", "next")
+    assert work.lost_calls == {"call_0": [made[-1]]}
+    assert len(ledger.lost_calls["call_0"]) == turns - 1
+    assert work.lost_owners("call_0") == made
+    # the latest call takes the first result; late ones answer the lost calls earliest
+    # first, each append starting past the ones answered
+    for k, owner in enumerate([made[-1], *made[:3]]):
+        late, _ = repair_call_ids([result("call_0", f"late {k}")], ledger, _fresh)
+        assert late[0]["tool_call_id"] == owner
+        ledger.fold(late, renames)
+    assert ledger.late_owner("call_0") == made[3]

@@ -11,43 +11,19 @@ lost call): they replay and verify as stored, and a new append follows the new r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.ledger_helpers import chain_events, compact_now, make_ledger
+from helpers.reused_ids import asks, call, pairs, result, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
-from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.layout import message_layout
 from ctxledger.errors import InvalidMessage
 from ctxledger.events import ToolCallIdsRepaired
 from ctxledger.messages import CallLedger, repair_call_ids, validate_messages
-
-
-def call(cid: str) -> dict[str, Any]:
-    args = json.dumps({"command": "make test"})
-    return {"id": cid, "type": "function", "function": {"name": "terminal", "arguments": args}}
-
-
-def asks(cid: str, text: str = "trying") -> dict[str, Any]:
-    return {"role": "assistant", "content": text, "tool_calls": [call(cid)]}
-
-
-def result(cid: str, text: str = "done") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": text}
-
-
-def user(text: str = "again") -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def pairs(messages: list[dict[str, Any]]) -> dict[int, int]:
-    """Which assistant message each tool result answers (the planner's reading)."""
-    return message_layout(messages, CompressionConfig()).result_owner
 
 
 def _fresh(i: int, j: int) -> str:
@@ -163,7 +139,7 @@ def test_the_ledger_stores_the_pair_across_appends_and_reopening(tmp_path: Path)
         sid = ledger.start_session(model="m", context_length=32_000)
         ledger.append_messages(sid, [user("go"), asks("call_0")])  # the run stopped here
         ledger.append_messages(sid, [user()])
-        ledger.append_messages(sid, [asks("call_0", "once more")])  # repaired
+        ledger.append_messages(sid, [asks("call_0", text="once more")])  # repaired
     with make_ledger(db, namespace="u") as again:
         again.append_messages(sid, [result("call_0")])
         stored = again.api_messages(sid)

@@ -196,6 +196,15 @@ def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
     return [c["id"] for c in message.get("tool_calls") or ()]
 
 
+#: the end of a refused tool result's text: what the client can do (a resend of the
+#: same history meets the same refusal)
+_DROP = (
+    " in the session's view (a compaction strips a call that has no result and summarizes"
+    " older ones, so a late result for such a call has nothing to answer): drop this"
+    " result from the messages you send"
+)
+
+
 class CallLedger:
     """The tool-call ids a session has issued and answered, for sequence validation.
 
@@ -408,11 +417,16 @@ class CallLedger:
             call_id = message["tool_call_id"]
             if not self.was_issued(call_id):
                 raise InvalidMessage(
-                    f"tool result for {shown(call_id)}, but no earlier assistant message issued that call",
+                    f"tool result for {shown(call_id)}, but no earlier assistant message issued"
+                    f" that call{_DROP}",
                     index=index,
                 )
             if self.was_answered(call_id):
-                raise InvalidMessage(f"second tool result for call {shown(call_id)}", index=index)
+                raise InvalidMessage(
+                    f"second tool result for call {shown(call_id)}: every call made with that id"
+                    f" is answered{_DROP}",
+                    index=index,
+                )
             self.answered.add(call_id)
 
 
@@ -487,7 +501,11 @@ def repair_call_ids(
         elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
             call_id = msg["tool_call_id"]
             pending = work.rename_for(call_id)
-            if pending is None and (work.was_answered(call_id) or work.was_lost(call_id)):
+            if pending is None and (
+                work.was_answered(call_id)
+                or work.was_lost(call_id)
+                or not work.was_issued(call_id)  # (summarized away: as in `rename_for`)
+            ):
                 pending = work.late_owner(call_id)
             if pending is not None and pending != call_id:
                 out[i] = {**msg, "tool_call_id": pending}

@@ -77,6 +77,27 @@ def test_a_call_whose_round_of_results_ended_without_its_own_is_lost() -> None:
     assert pairs(fixed) == pairs(late) == {3: 1, 5: 4, 6: 2}
 
 
+def test_a_ledger_stored_in_flight_pairs_its_next_result_by_the_round_rule(
+    tmp_path: Path,
+) -> None:
+    """Compatibility (review of session 46): a ledger holding ``A(x)``, ``B(x_1)``,
+    ``rA``, ``C(x_2)`` as stored (the same messages the older code stored) reopens
+    and replays as written, but the next result with ``x`` now answers ``C`` (session
+    45 gave it to ``B``): ``rA`` ended the round without ``B``'s, so ``B`` is lost."""
+    path = tmp_path / "l.db"
+    with make_ledger(path) as ledger:
+        sid = ledger.start_session(model="m", context_length=32_000)
+        ledger.append_messages(sid, [user("go"), asks("x"), asks("x"), result("x", "a")])
+        ledger.append_messages(sid, [asks("x")])
+        made = [c["id"] for m in ledger.api_messages(sid) for c in m.get("tool_calls") or ()]
+    with make_ledger(path, namespace="u") as ledger:  # reopened: the pending state is folded again
+        ledger.append_messages(sid, [result("x", "c")])
+        assert ledger.api_messages(sid)[-1]["tool_call_id"] == made[2]  # C's, not B's
+        ledger.append_messages(sid, [result("x", "late")])
+        assert ledger.api_messages(sid)[-1]["tool_call_id"] == made[1]  # B's late one
+        assert rebuild_check(ledger, sid).equal
+
+
 def test_a_late_result_for_a_lost_call_answers_it(tmp_path: Path) -> None:
     # (session 45 refused it, and the planner dropped it as a second result for B)
     with make_ledger(tmp_path / "l.db") as ledger:

@@ -7,15 +7,13 @@ planner pairs the raw list alike (``compressor.layout.Scanner``)."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.fake_upstream import Raw
 from helpers.ledger_helpers import make_ledger
-from helpers.reused_ids import asks, call, pairs, result, user
+from helpers.reused_ids import asks, call, chat_reply, pairs, result, user
 from helpers.server_rig import rig
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -109,13 +107,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _reply(message: dict[str, Any]) -> Raw:
-    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m"}
-    body["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
-    body["usage"] = {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}
-    return Raw((json.dumps(body).encode(),))
-
-
 @pytest.mark.anyio
 async def test_a_client_resending_a_late_result_for_a_lost_call_is_never_stuck(
     tmp_path: Path,
@@ -141,7 +132,7 @@ async def test_a_client_resending_a_late_result_for_a_lost_call_is_never_stuck(
         for k, step in enumerate(steps):
             history += step
             reply = made if k < 2 else {"role": "assistant", "content": f"said {k}"}
-            r.upstream.queue(_reply(reply))
+            r.upstream.queue(chat_reply(reply))
             body = {"model": "m", "messages": history}
             res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
             assert res.status_code == 200, res.text

@@ -9,14 +9,12 @@ section)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from helpers.fake_upstream import Raw
-from helpers.reused_ids import asks, call, result, user
+from helpers.reused_ids import asks, call, chat_reply, result, user
 from helpers.server_rig import rig
 
 from ctxledger import ContextService
@@ -76,20 +74,7 @@ def test_a_late_result_whose_call_a_compaction_stripped_is_refused_saying_to_dro
     anyio.run(main)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def _reply(message: dict[str, Any]) -> Raw:
-    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m"}
-    body["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
-    body["usage"] = {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}
-    return Raw((json.dumps(body).encode(),))
-
-
-@pytest.mark.anyio
-async def test_through_the_proxy_a_resent_late_result_after_a_compaction_says_to_drop_it(
+def test_through_the_proxy_a_resent_late_result_after_a_compaction_says_to_drop_it(
     tmp_path: Path,
 ) -> None:
     """The same shape through the proxy: each resend of the history with the late
@@ -99,27 +84,31 @@ async def test_through_the_proxy_a_resent_late_result_after_a_compaction_says_to
     made = {"role": "assistant", "content": None, "tool_calls": [call("call_0")]}
     history: list[Any] = [{"role": "system", "content": "be brief"}]
     history += turn("a", 1) + turn("b", 2) + turn("c", 3) + [user("go")]
-    async with rig(tmp_path) as r:
 
-        async def send(step: list[Any], reply: dict[str, Any] | None) -> Any:
-            r.upstream.queue(_reply(reply or _said("ok")))
-            body = {"model": "m", "messages": [*history, *step]}
-            return await r.http.post("/v1/chat/completions", json=body, headers=headers)
+    async def main() -> None:
+        async with rig(tmp_path) as r:
 
-        for step in ([], [user("again")]):  # B(call_0), lost; C(call_0)
-            assert (await send(step, made)).status_code == 200
-            history += [*step, made]
-        res = await send([result("call_0", "C's")], None)
-        assert res.status_code == 200, res.text
-        history += [result("call_0", "C's"), _said("ok")]
-        head = r.service.ledger.chains.chain("late")[-1]
-        await r.service.compress(head)  # strips B's call (no result)
-        seq = r.last_seq()
-        for _ in range(2):
-            res = await send([result("call_0", "B's, late")], None)
-            assert res.status_code == 422 and DROP in res.text, res.text
-            # the client's own index of the result to drop (its system message is 0)
-            assert f"message {len(history)}: second tool result" in res.text
-            assert r.last_seq() == seq
-        res = await send([user("go on")], None)
-        assert res.status_code == 200, res.text
+            async def send(step: list[Any], reply: dict[str, Any] | None) -> Any:
+                r.upstream.queue(chat_reply(reply or _said("ok")))
+                body = {"model": "m", "messages": [*history, *step]}
+                return await r.http.post("/v1/chat/completions", json=body, headers=headers)
+
+            for step in ([], [user("again")]):  # B(call_0), lost; C(call_0)
+                assert (await send(step, made)).status_code == 200
+                history.extend([*step, made])
+            res = await send([result("call_0", "C's")], None)
+            assert res.status_code == 200, res.text
+            history.extend([result("call_0", "C's"), _said("ok")])
+            head = r.service.ledger.chains.chain("late")[-1]
+            await r.service.compress(head)  # strips B's call (no result)
+            seq = r.last_seq()
+            for _ in range(2):
+                res = await send([result("call_0", "B's, late")], None)
+                assert res.status_code == 422 and DROP in res.text, res.text
+                # the client's own index of the result to drop (its system message is 0)
+                assert f"message {len(history)}: second tool result" in res.text
+                assert r.last_seq() == seq
+            res = await send([user("go on")], None)
+            assert res.status_code == 200, res.text
+
+    anyio.run(main)

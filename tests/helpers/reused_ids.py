@@ -8,6 +8,7 @@ from typing import Any
 
 from ctxledger.compressor.config import CompressionConfig
 from ctxledger.compressor.layout import message_layout
+from helpers.fake_upstream import Raw
 
 
 def call(cid: str) -> dict[str, Any]:
@@ -31,3 +32,11 @@ def user(text: str = "again") -> dict[str, Any]:
 def pairs(messages: list[dict[str, Any]]) -> dict[int, int]:
     """Which assistant message each tool result answers (the planner's reading)."""
     return message_layout(messages, CompressionConfig()).result_owner
+
+
+def chat_reply(message: dict[str, Any]) -> Raw:
+    """A fake upstream's OpenAI chat completion answering with `message`."""
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m"}
+    body["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
+    body["usage"] = {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}
+    return Raw((json.dumps(body).encode(),))

@@ -196,6 +196,15 @@ def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
     return [c["id"] for c in message.get("tool_calls") or ()]
 
 
+#: the end of a refused tool result's text: what the client can do (a resend of the
+#: same history meets the same refusal)
+_DROP = (
+    " in the session's view (a compaction strips a call that has no result and summarizes"
+    " older ones, so a late result for such a call has nothing to answer): drop this"
+    " result from the messages you send"
+)
+
+
 class CallLedger:
     """The tool-call ids a session has issued and answered, for sequence validation.
 
@@ -216,10 +225,19 @@ class CallLedger:
         #: may still be waiting for a result, in order (an entry here replaces the base's)
         self.renamed: dict[str, list[str]] = {}
         #: original ids of repaired re-uses whose call was lost: unanswered when a user
-        #: message came before the re-use (no later result with the id answers it)
+        #: message or a tool result came before the re-use (the next result with the id
+        #: goes to the later call)
         self.lost: set[str] = set()
-        #: ids issued since the latest user message here (`turned`: one came here;
-        #: else the base's count too)
+        #: original id -> the calls made with it that were lost here, in order (their ids
+        #: as stored; the base's come before them, never copied): a result with the id
+        #: that no waiting call takes answers the first of them still unanswered.
+        #: Append-only: a call enters once, when it is lost
+        self.lost_calls: dict[str, list[str]] = {}
+        #: original id -> how many of its lost calls (the base's first) are known
+        #: answered: :meth:`late_owner` starts past them
+        self._late_from: dict[str, int] = {}
+        #: ids issued since the latest user message or tool result here (`turned`: one
+        #: came here; else the base's count too)
         self.in_turn: set[str] = set()
         self.turned = False
         self._base = base
@@ -238,6 +256,7 @@ class CallLedger:
                 self.new_turn()
             elif msg.get("role") == "tool":
                 self.answered.add(str(msg.get("tool_call_id")))
+                self.new_turn()  # (the round of results ends the calls before it)
 
     def issue(self, call_id: str) -> None:
         """Record a call made with `call_id` (in the current user turn)."""
@@ -245,12 +264,13 @@ class CallLedger:
         self.in_turn.add(call_id)
 
     def new_turn(self) -> None:
-        """A user message: the calls issued before it are no longer in the current turn."""
+        """A user message or a tool result: the calls issued before it are no longer in
+        the current round (a later re-use of an id one of them left unanswered loses it)."""
         self.in_turn.clear()
         self.turned = True
 
     def issued_this_turn(self, call_id: str) -> bool:
-        """Whether `call_id` was issued after the latest user message."""
+        """Whether `call_id` was issued after the latest user message or tool result."""
         if call_id in self.in_turn:
             return True
         return not self.turned and self._base is not None and self._base.issued_this_turn(call_id)
@@ -258,22 +278,31 @@ class CallLedger:
     def supersede(self, call_id: str, replacement: str) -> None:
         """A later call re-uses `call_id` and got `replacement`. The calls made with the
         id before it keep waiting for the next results with the id, first in, first out,
-        if the latest of them is unanswered and no user message came since it was made;
-        unanswered across a user message, they are lost (the planner's
-        ``compressor.layout.Scanner`` pairs them alike)."""
+        if the latest of them is unanswered and no user message or tool result came since
+        it was made; else they are lost (a new user turn, or a round of results that
+        ended without theirs), and only a result no other call takes answers them (the
+        planner's ``compressor.layout.Scanner`` pairs them alike)."""
         made = self.replacements(call_id)
         latest = made[-1] if made else call_id  # the latest call made with the id
         if self.waiting_before_turn(latest):  # lost, and so are those waiting before it
             waiting = []
-            if self.was_issued(call_id) and not self.was_answered(call_id):
-                self.lost.add(call_id)
+            gone = [r for r in made if self.was_issued(r) and not self.was_answered(r)]
+            if (
+                not self.was_lost(call_id)
+                and not self.was_answered(call_id)
+                and self.was_issued(call_id)
+            ):
+                self.lost.add(call_id)  # (the original enters once: it may stay unanswered)
+                gone.insert(0, call_id)
+            if gone:  # (a replacement is lost once: `renamed` then holds only later ones)
+                self.lost_calls.setdefault(call_id, []).extend(gone)
         else:
             waiting = [r for r in made if not self.was_answered(r)]
         self.renamed[call_id] = [*waiting, replacement]
 
     def waiting_before_turn(self, call_id: str) -> bool:
-        """Whether the call `call_id`, in the view, has no result and a user message came
-        after it."""
+        """Whether the call `call_id`, in the view, has no result and a user message or a
+        tool result came after it."""
         return (
             self.was_issued(call_id)
             and not self.was_answered(call_id)
@@ -290,8 +319,52 @@ class CallLedger:
 
     def was_lost(self, call_id: str) -> bool:
         """Whether the call made first with `call_id` is lost: unanswered when a user
-        message came before a later call re-used the id (no later result answers it)."""
+        message or a tool result came before a later call re-used the id (only a result
+        no other call takes answers it: :meth:`late_owner`)."""
         return call_id in self.lost or (self._base is not None and self._base.was_lost(call_id))
+
+    def lost_owners(self, call_id: str) -> list[str]:
+        """The lost calls made with `call_id` (:meth:`supersede`), in order, as stored
+        (a copy: the base's, then this ledger's)."""
+        below = self._base.lost_owners(call_id) if self._base is not None else []
+        return [*below, *self.lost_calls.get(call_id, ())]
+
+    def late_owner(self, call_id: str) -> str | None:
+        """The call a result with `call_id` answers when no call waiting for it takes it
+        (the latest call made with the id is answered, or lost): the earliest lost call
+        made with the id still in the view and unanswered — a late result, so that a
+        client resending a history with one never meets a refusal (session 46)."""
+        k = self._late_index(call_id)
+        return self._lost_at(call_id, k) if k < self._lost_count(call_id) else None
+
+    def _late_index(self, call_id: str) -> int:
+        """The index of the earliest lost call with `call_id` in the view and unanswered
+        (the count of them if none), moving this ledger's cursor to it: a lost call is in
+        the view when lost and a ledger's answers only grow, so the calls before it stay
+        answered (an overlay starts at its base's cursor, which the base moves with what
+        the base knows)."""
+        k = self._late_from.get(call_id)
+        if k is None:
+            k = self._base._late_index(call_id) if self._base is not None else 0
+        n = self._lost_count(call_id)
+        while k < n:
+            gone = self._lost_at(call_id, k)
+            if self.was_issued(gone) and not self.was_answered(gone):
+                break
+            k += 1
+        self._late_from[call_id] = k
+        return k
+
+    def _lost_count(self, call_id: str) -> int:
+        below = self._base._lost_count(call_id) if self._base is not None else 0
+        return below + len(self.lost_calls.get(call_id, ()))
+
+    def _lost_at(self, call_id: str, k: int) -> str:
+        below = self._base._lost_count(call_id) if self._base is not None else 0
+        if k < below:
+            assert self._base is not None
+            return self._base._lost_at(call_id, k)
+        return self.lost_calls[call_id][k - below]
 
     def pending_rename(self, call_id: str) -> str | None:
         """The earliest replacement of a repaired re-used `call_id` still waiting for its
@@ -344,11 +417,16 @@ class CallLedger:
             call_id = message["tool_call_id"]
             if not self.was_issued(call_id):
                 raise InvalidMessage(
-                    f"tool result for {shown(call_id)}, but no earlier assistant message issued that call",
+                    f"tool result for {shown(call_id)}, but no earlier assistant message issued"
+                    f" that call{_DROP}",
                     index=index,
                 )
             if self.was_answered(call_id):
-                raise InvalidMessage(f"second tool result for call {shown(call_id)}", index=index)
+                raise InvalidMessage(
+                    f"second tool result for call {shown(call_id)}: every call made with that id"
+                    f" is answered{_DROP}",
+                    index=index,
+                )
             self.answered.add(call_id)
 
 
@@ -380,10 +458,12 @@ def repair_call_ids(
     calls per turn), while a session needs them unique. A call whose id was already
     issued (earlier in the session per `ledger`, or earlier in the batch) gets
     ``new_id(index, call_index)``; the next result with the original id, once the
-    original call is answered, lost (still unanswered when a user message came before
-    the re-use: a turn that stopped with its call in flight) or no longer in the
+    original call is answered, lost (still unanswered when a user message or a tool
+    result came before the re-use: a run that stopped with its call in flight, a round
+    of results that ended without its own) or no longer in the
     session's view (a compaction summarized it away), is given the replacement; a
-    result for a lost call once no replacement waits raises InvalidMessage. Messages
+    result with the id once no replacement waits answers the earliest lost call still
+    unanswered (a late result: never refused, so a resent history never sticks). Messages
     are never mutated: a repaired one is a copy. Shapes are not checked here
     (``validate_messages`` does that next); anything malformed is passed through for it
     to name.
@@ -421,19 +501,20 @@ def repair_call_ids(
         elif msg.get("role") == "tool" and isinstance(msg.get("tool_call_id"), str):
             call_id = msg["tool_call_id"]
             pending = work.rename_for(call_id)
-            if pending is not None:
+            if pending is None and (
+                work.was_answered(call_id)
+                or work.was_lost(call_id)
+                or not work.was_issued(call_id)  # (summarized away: as in `rename_for`)
+            ):
+                pending = work.late_owner(call_id)
+            if pending is not None and pending != call_id:
                 out[i] = {**msg, "tool_call_id": pending}
                 repairs.append(
                     CallIdRepair(index=i, call_index=None, original=call_id, replacement=pending)
                 )
                 call_id = pending
-            elif work.was_lost(call_id) and not work.was_answered(call_id):
-                raise InvalidMessage(
-                    f"tool result for {shown(call_id)}, whose call is lost (a user message "
-                    "came after it before a later call made that id again, and got its result)",
-                    index=i,
-                )
             work.answered.add(call_id)
+            work.new_turn()  # (as in `CallLedger.fold`)
     return out, repairs
 
 

@@ -401,6 +401,64 @@ def test_a_call_lost_across_a_user_turn_is_stripped_where_hermes_keeps_it(
     assert message_layout(messages, CONFIG).result_owner[at + 3] == at + 2
 
 
+def test_a_late_result_for_a_lost_call_answers_it_and_both_calls_are_kept_as_hermes(
+    hermes: Hermes,
+) -> None:
+    """``A(call_0)``, a user message, ``B(call_0)``, then two results: the first answers
+    ``B``, the second (which no waiting call takes) answers the lost ``A`` (session 46;
+    in session 45 the ledger refused it and the planner dropped it). Every call keeps a
+    result and every result a call, as Hermes keeps all four; the repaired list (ids
+    unique) plans the same and the ledger's repair accepts it."""
+    hung = {"role": "assistant", "content": "first try", "tool_calls": [_call("call_0")]}
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    late = [{"role": "tool", "tool_call_id": "call_0", "content": c} for c in ("one", "two")]
+    messages = _chat([hung, {"role": "user", "content": "again"}, again, *late])
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    at = len(messages) - 6  # hung
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start <= at
+    assert not p.orphans
+    assert _shape(apply(p, messages, SUMMARY).messages) == _shape(theirs["out"])
+    owners = message_layout(messages, CONFIG).result_owner
+    assert (owners[at + 3], owners[at + 4]) == (at + 2, at)
+    repaired, repairs = repair_call_ids(messages, None, lambda i, j: f"new_{i}")
+    assert [(r.index, r.call_index) for r in repairs] == [(at + 2, 0), (at + 3, None)]
+    assert repaired[at + 4]["tool_call_id"] == "call_0"  # A's own id: nothing to repair
+    q = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
+    assert (q.head_end, q.tail_start, q.orphans) == (p.head_end, p.tail_start, p.orphans)
+
+
+@pytest.mark.parametrize("results", [2, 1])
+def test_an_id_twice_in_one_message_is_two_calls_kept_as_hermes(
+    hermes: Hermes, results: int
+) -> None:
+    """``A(call_0, call_0)``: two calls (session 46; before, the scan read one call and
+    dropped the second result, where the ledger's repair renames the second call and
+    gives each result one call). Two results: the first answers the first call, the
+    second the second, all kept as Hermes keeps them, the repaired list planned alike.
+    One result: the one key per message and id reads the message as answered, so both
+    calls are kept, as Hermes keeps them (the repaired list strips the renamed call,
+    difference 5)."""
+    both = {"role": "assistant", "content": "twice", "tool_calls": [_call("call_0")] * 2}
+    done = [{"role": "tool", "tool_call_id": "call_0", "content": c} for c in ("one", "two")]
+    messages = _chat([both, *done[:results], {"role": "assistant", "content": "ok"}])
+    [theirs] = hermes.ask("orphans", [{"window": 64_000, "summary": SUMMARY, "messages": messages}])
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    at = len(messages) - 3 - results  # both
+    assert theirs["bounds"] == [p.head_end, p.tail_start] and p.tail_start <= at
+    assert not p.orphans
+    assert _shape(apply(p, messages, SUMMARY).messages) == _shape(theirs["out"])
+    owners = message_layout(messages, CONFIG).result_owner
+    assert [owners[at + 1 + k] for k in range(results)] == [at] * results
+    repaired, _ = repair_call_ids(messages, None, lambda i, j: f"new_{i}")
+    q = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
+    assert (q.head_end, q.tail_start) == (p.head_end, p.tail_start)
+    stripped = [(o.index, o.tool_call_id) for o in q.orphans]
+    assert stripped == ([] if results == 2 else [(at, f"new_{at}")])
+
+
 def test_a_lost_call_whose_id_a_much_later_turn_answers_is_compacted_as_hermes(
     hermes: Hermes,
 ) -> None:
@@ -435,6 +493,71 @@ def test_a_lost_call_whose_id_a_much_later_turn_answers_is_compacted_as_hermes(
     ]
     q = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
     assert (q.action, q.head_end, q.tail_start) == ("compress", 4, p.tail_start)
+
+
+def _loop_with_a_lost_call() -> list[dict[str, Any]]:
+    """One agent loop (no user message after the first ask): ``A(call_0, call_1)`` gets
+    only ``call_1``'s result, twelve rounds later ``B(call_0)`` and its result."""
+    lost = {"role": "assistant", "content": "two", "tool_calls": [_call("call_0"), _call("call_1")]}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "start"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "next"},
+        lost,
+        {"role": "tool", "tool_call_id": "call_1", "content": "one"},
+    ]
+    for k in range(12):
+        call_id = f"call_{k + 2}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"step {k} " + "a" * 8_000,
+                "tool_calls": [_call(call_id)],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": "ok"})
+    again = {"role": "assistant", "content": "once more", "tool_calls": [_call("call_0")]}
+    done = {"role": "tool", "tool_call_id": "call_0", "content": "done"}
+    finished = {"role": "assistant", "content": "finished"}
+    return [*messages, again, done, finished, {"role": "user", "content": "ok?"}]
+
+
+def test_a_call_lost_inside_one_loop_whose_id_the_loop_reuses_is_compacted_as_hermes(
+    hermes: Hermes,
+) -> None:
+    """Session 45 left it: within one user turn, first in, first out paired the much
+    later result with the lost call, so one tool group spanned the loop and the tail
+    could start only at the last message (or the plan skipped, ``no_valid_cut``). A
+    call stops waiting once a tool result came after it before the re-use (session 46):
+    its round ended without its result. The list now plans as the same list with a new
+    id for the re-use, and Hermes (which pairs nothing) gives both the same bounds;
+    its tail starts one round later on both (its tail measure, not the ids)."""
+    messages = _loop_with_a_lost_call()
+    unique = [dict(m) for m in messages]
+    unique[-4] = {**unique[-4], "tool_calls": [_call("call_99")]}
+    unique[-3] = {**unique[-3], "tool_call_id": "call_99"}
+    asked = [{"window": 64_000, "summary": SUMMARY, "messages": m} for m in (messages, unique)]
+    theirs, theirs_unique = hermes.ask("orphans", asked)
+    counts = [e["budget"] for e in hermes.ask("estimate", messages)]
+    p = plan(messages, CONFIG, counts, context_length=64_000, force=True)
+    q = plan(unique, CONFIG, counts, context_length=64_000, force=True)
+    assert theirs["bounds"] == theirs_unique["bounds"]
+    assert (p.action, p.head_end, p.tail_start, p.orphans) == (
+        q.action,
+        q.head_end,
+        q.tail_start,
+        q.orphans,
+    )
+    assert p.action == "compress" and p.head_end == theirs["bounds"][0] == 4
+    assert p.tail_start <= len(messages) - 6  # the loop's last rounds and the re-use kept
+    kept = len(messages) - p.tail_start - 1  # the tail both keep (ours merges the summary)
+    assert _shape(apply(p, messages, SUMMARY).messages)[-kept:] == _shape(theirs["out"])[-kept:]
+    assert message_layout(messages, CONFIG).result_owner[len(messages) - 3] == len(messages) - 4
+    repaired, _ = repair_call_ids(messages, None, lambda i, j: f"new_{i}")
+    assert repaired[-3]["tool_call_id"] == repaired[-4]["tool_calls"][0]["id"] != "call_0"
+    r = plan(repaired, CONFIG, counts, context_length=64_000, force=True)
+    assert (r.action, r.head_end, r.tail_start) == ("compress", 4, p.tail_start)
 
 
 def _lost_call_sessions(count: int) -> list[dict[str, Any]]:

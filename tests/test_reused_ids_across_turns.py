@@ -1,7 +1,9 @@
 """A call that never got a result, then a user turn, then a call re-using its id
 (session 45): the ledger's repair gives the later result to the later call, as the
 planner's scan pairs it (``tests/test_parity_orphans.py``,
-``tests/test_planner_properties.py``). Within one user turn, first in, first out stays.
+``tests/test_planner_properties.py``). Calls made before any result came wait first in,
+first out; a tool result ends their round (session 46: a re-use after it loses a call
+still unanswered, as a user message does).
 
 Ledgers written before hold repairs made by the older rule (the result went to the
 lost call): they replay and verify as stored, and a new append follows the new rule.
@@ -9,43 +11,19 @@ lost call): they replay and verify as stored, and a new append follows the new r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.ledger_helpers import chain_events, compact_now, make_ledger
+from helpers.reused_ids import asks, call, pairs, result, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxledger.analysis.replay import rebuild_check, verify_compactions
-from ctxledger.compressor.config import CompressionConfig
-from ctxledger.compressor.layout import message_layout
 from ctxledger.errors import InvalidMessage
 from ctxledger.events import ToolCallIdsRepaired
 from ctxledger.messages import CallLedger, repair_call_ids, validate_messages
-
-
-def call(cid: str) -> dict[str, Any]:
-    args = json.dumps({"command": "make test"})
-    return {"id": cid, "type": "function", "function": {"name": "terminal", "arguments": args}}
-
-
-def asks(cid: str, text: str = "trying") -> dict[str, Any]:
-    return {"role": "assistant", "content": text, "tool_calls": [call(cid)]}
-
-
-def result(cid: str, text: str = "done") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": text}
-
-
-def user(text: str = "again") -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def pairs(messages: list[dict[str, Any]]) -> dict[int, int]:
-    """Which assistant message each tool result answers (the planner's reading)."""
-    return message_layout(messages, CompressionConfig()).result_owner
 
 
 def _fresh(i: int, j: int) -> str:
@@ -85,24 +63,54 @@ def test_calls_waiting_before_a_lost_one_are_lost_with_it() -> None:
     assert pairs(fixed) == pairs(messages) == {5: 4}
 
 
-def test_a_second_reuse_while_the_first_replacement_waits_pairs_first_in_first_out() -> None:
-    # (before session 45 the repair kept one replacement per id: the result went to C)
+def test_a_call_whose_round_of_results_ended_without_its_own_is_lost() -> None:
+    # A and B wait; rA answers A and ends the round without B's, so C's re-use loses B:
+    # the next result is C's (session 45's first in, first out gave it to B), a later
+    # one B's late result
     messages = [user("go"), asks("x"), asks("x"), result("x", "a"), asks("x"), result("x", "b")]
     fixed, _ = repair_call_ids(messages, None, _fresh)
-    assert [fixed[5]["tool_call_id"], fixed[4]["tool_calls"][0]["id"]] == ["new_2", "new_4"]
-    assert pairs(fixed) == pairs(messages) == {3: 1, 5: 2}
+    assert [fixed[5]["tool_call_id"], fixed[4]["tool_calls"][0]["id"]] == ["new_4", "new_4"]
+    assert pairs(fixed) == pairs(messages) == {3: 1, 5: 4}
+    late = [*messages, result("x", "late")]
+    fixed, _ = repair_call_ids(late, None, _fresh)
+    assert fixed[6]["tool_call_id"] == fixed[2]["tool_calls"][0]["id"] == "new_2"
+    assert pairs(fixed) == pairs(late) == {3: 1, 5: 4, 6: 2}
 
 
-def test_a_result_for_a_lost_call_is_refused_with_nothing_appended(tmp_path: Path) -> None:
+def test_a_ledger_stored_in_flight_pairs_its_next_result_by_the_round_rule(
+    tmp_path: Path,
+) -> None:
+    """Compatibility (review of session 46): a ledger holding ``A(x)``, ``B(x_1)``,
+    ``rA``, ``C(x_2)`` as stored (the same messages the older code stored) reopens
+    and replays as written, but the next result with ``x`` now answers ``C`` (session
+    45 gave it to ``B``): ``rA`` ended the round without ``B``'s, so ``B`` is lost."""
+    path = tmp_path / "l.db"
+    with make_ledger(path) as ledger:
+        sid = ledger.start_session(model="m", context_length=32_000)
+        ledger.append_messages(sid, [user("go"), asks("x"), asks("x"), result("x", "a")])
+        ledger.append_messages(sid, [asks("x")])
+        made = [c["id"] for m in ledger.api_messages(sid) for c in m.get("tool_calls") or ()]
+    with make_ledger(path, namespace="u") as ledger:  # reopened: the pending state is folded again
+        ledger.append_messages(sid, [result("x", "c")])
+        assert ledger.api_messages(sid)[-1]["tool_call_id"] == made[2]  # C's, not B's
+        ledger.append_messages(sid, [result("x", "late")])
+        assert ledger.api_messages(sid)[-1]["tool_call_id"] == made[1]  # B's late one
+        assert rebuild_check(ledger, sid).equal
+
+
+def test_a_late_result_for_a_lost_call_answers_it(tmp_path: Path) -> None:
+    # (session 45 refused it, and the planner dropped it as a second result for B)
     with make_ledger(tmp_path / "l.db") as ledger:
         sid = ledger.start_session(model="m", context_length=32_000)
         ledger.append_messages(sid, [user("go"), asks("x"), user(), asks("x"), result("x")])
-        before = ledger.api_messages(sid)
-        with pytest.raises(InvalidMessage, match="tool result for 'x', whose call is lost"):
-            ledger.append_messages(sid, [result("x", "late")])
-        assert ledger.api_messages(sid) == before
-    # the planner reads it as a second result for the later call and drops it
-    assert pairs([user("go"), asks("x"), user(), asks("x"), result("x"), result("x")]) == {4: 3}
+        ledger.append_messages(sid, [result("x", "late")])
+        view = ledger.api_messages(sid)
+        assert view[-1]["tool_call_id"] == "x" == view[1]["tool_calls"][0]["id"]  # A's
+        assert rebuild_check(ledger, sid).equal
+    assert pairs([user("go"), asks("x"), user(), asks("x"), result("x"), result("x")]) == {
+        4: 3,
+        5: 1,
+    }
 
 
 _EVENTS = st.lists(
@@ -152,7 +160,7 @@ def test_the_ledger_stores_the_pair_across_appends_and_reopening(tmp_path: Path)
         sid = ledger.start_session(model="m", context_length=32_000)
         ledger.append_messages(sid, [user("go"), asks("call_0")])  # the run stopped here
         ledger.append_messages(sid, [user()])
-        ledger.append_messages(sid, [asks("call_0", "once more")])  # repaired
+        ledger.append_messages(sid, [asks("call_0", text="once more")])  # repaired
     with make_ledger(db, namespace="u") as again:
         again.append_messages(sid, [result("call_0")])
         stored = again.api_messages(sid)

@@ -125,10 +125,14 @@ class Scanner:
     answered: set[str] = field(default_factory=set)
     superseded: dict[tuple[int, str], bool] = field(default_factory=dict)
     #: a re-used id -> its earlier calls still waiting for a result, earliest first
-    #: (filled only on a re-use within one user turn: the next result goes to the first,
-    #: as the ledger pairs it; one a user turn separates from the re-use is lost)
+    #: (filled only on a re-use with no user message or tool result since the earlier
+    #: call: the next result goes to the first, as the ledger pairs it; else it is lost)
     waiting: dict[str, list[int]] = field(default_factory=dict)
-    last_user: int = -1  # the latest user message scanned
+    #: a re-used id -> its calls that were lost (unanswered across a user message or a
+    #: tool result before the re-use), earliest first: a result no waiting or latest call
+    #: takes answers the first
+    lost: dict[str, list[int]] = field(default_factory=dict)
+    last_user: int = -1  # the latest user or tool message scanned (a re-use's test)
     owner_of: dict[str, int] = field(default_factory=dict)
     group_last: dict[int, int] = field(default_factory=dict)  # assistant -> its last result
     long_args: list[int] = field(default_factory=list)
@@ -147,7 +151,7 @@ class Scanner:
             call_of=dict(self.call_of), call_ids=dict(self.call_ids),
             result_owner=dict(self.result_owner), answered=set(self.answered),
             superseded=dict(self.superseded), waiting={k: list(v) for k, v in self.waiting.items()},
-            last_user=self.last_user,
+            lost={k: list(v) for k, v in self.lost.items()}, last_user=self.last_user,
             owner_of=dict(self.owner_of), group_last=dict(self.group_last),
             long_args=list(self.long_args), long_results=list(self.long_results),
             summaries=list(self.summaries), merged=set(self.merged),
@@ -189,11 +193,14 @@ class Scanner:
                 call_id = msg["tool_call_id"]
                 owner = owner_of.get(call_id, -1)
                 if waiting and call_id in waiting:  # a re-used id: its earliest waiting call
-                    owner = self._answer_earliest(call_id)
+                    owner = self._answer_earliest(call_id, waiting)
                 elif 0 <= owner < i and call_id not in answered:
                     answered.add(call_id)
+                elif self.lost and call_id in self.lost:  # a late result for a lost call
+                    owner = self._answer_earliest(call_id, self.lost)
                 else:
                     owner = -1
+                last_user = i  # (a result ends the calls' round: see _supersede)
                 if owner >= 0:
                     result_owner[i] = owner
                     group_last[owner] = i
@@ -229,8 +236,10 @@ class Scanner:
                         call_id = call["id"]
                         if call_id in call_of:  # a re-used id: the new call awaits its own
                             self.redeclared += 1
-                            if owner_of[call_id] != i:  # (twice in one message: one call)
+                            if owner_of[call_id] != i:
                                 self._supersede(call_id, last_user)
+                            else:  # twice in one message: the first waits for a result
+                                waiting.setdefault(call_id, []).append(i)
                         call_of[call_id] = call
                         owner_of[call_id] = i
                         ids.append(call_id)
@@ -246,24 +255,32 @@ class Scanner:
     def _supersede(self, call_id: str, last_user: int) -> None:
         """A later call re-uses `call_id`: the earlier one keeps its result, or keeps
         waiting for the next result with the id (earliest first) when no user message
-        (the latest at `last_user`) came between them; else it is lost, never answered
-        (``messages.CallLedger.rename_for`` pairs them alike)."""
+        and no tool result (the latest at `last_user`) came between them; else it is
+        lost (a new user turn, or its round of results ended without its own): the next
+        result goes to the later call, and only one no other call takes answers a lost
+        call (``messages.CallLedger`` pairs them alike)."""
         earlier = self.owner_of[call_id]
         answered = call_id in self.answered
-        self.superseded[earlier, call_id] = answered
+        # (an id twice in `earlier`: one key for both calls, answered once one of them is)
+        self.superseded[earlier, call_id] = answered or self.superseded.get(
+            (earlier, call_id), False
+        )
         if answered:
             self.answered.discard(call_id)
         elif last_user < earlier:
             self.waiting.setdefault(call_id, []).append(earlier)
         else:  # (so are the calls waiting before it: all in its user turn)
-            self.waiting.pop(call_id, None)
+            gone = self.lost.setdefault(call_id, [])
+            gone += self.waiting.pop(call_id, ())
+            gone.append(earlier)
 
-    def _answer_earliest(self, call_id: str) -> int:
-        """The earliest call still waiting with re-used `call_id`, now answered."""
-        queue = self.waiting[call_id]
+    def _answer_earliest(self, call_id: str, calls: dict[str, list[int]]) -> int:
+        """The earliest call with re-used `call_id` in `calls` (waiting or lost), now
+        answered."""
+        queue = calls[call_id]
         owner = queue.pop(0)
         if not queue:
-            del self.waiting[call_id]
+            del calls[call_id]
         self.superseded[owner, call_id] = True
         return owner
 

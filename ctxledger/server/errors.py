@@ -145,3 +145,13 @@ __all__ = [
     "provider_error_body",
     "provider_error_response",
 ]
+
+
+def at_client_index(exc: InvalidMessage, offset: int) -> InvalidMessage:
+    """`exc`, about a message of an appended suffix, renamed to the client's own index
+    (the suffix began at `offset` in the list the client sent), so a refusal that says
+    to drop a message names the one in the client's list."""
+    if exc.index is None:
+        return exc
+    text = str(exc).removeprefix(f"message {exc.index}: ")
+    return InvalidMessage(text, index=exc.index + offset)

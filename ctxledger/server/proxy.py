@@ -44,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ctxledger.errors import ContextOverflowError, CtxLedgerError
+from ctxledger.errors import ContextOverflowError, CtxLedgerError, InvalidMessage
 from ctxledger.importers.responses import asks_for_tools
 from ctxledger.integers import inline_id
 from ctxledger.runtime.caching import (
@@ -55,7 +55,7 @@ from ctxledger.runtime.caching import (
 from ctxledger.runtime.service_io import check_new_batch
 from ctxledger.runtime.toolbudget import for_client_tools
 from ctxledger.server.clientgone import cancel_on_disconnect, while_connected
-from ctxledger.server.errors import message_of, provider_error_body
+from ctxledger.server.errors import at_client_index, message_of, provider_error_body
 from ctxledger.server.formats import ClientTurn, SSEParser
 from ctxledger.server.forwarding import admit, forwarded_headers
 from ctxledger.server.history import PROVISIONAL, Match
@@ -139,6 +139,7 @@ class Turn:
         ledger.refresh()
         suffix, role = turn.messages, None
         withdraw: list[str] = []
+        first = None  # where the suffix begins in the client's chat list, when known
         if family not in ledger.chains.state.sessions:
             check_new_batch(suffix)  # (before it is started: a bad list appends nothing)
             sid = await svc.start_session(
@@ -167,16 +168,21 @@ class Turn:
                 )
             else:
                 suffix = suffix[match.suffix_start :]
+                if self.api is OPENAI:  # (a system message first: not in turn.messages)
+                    first = match.suffix_start + (turn.system_prompt is not None)
                 # the client's role for the matched prompt: recorded, in the suffix's append,
                 # when the line holds it in the other (``role_change``); none sent: as held
                 role = self.turn.system_role if system_prompt is not None else None
         if suffix or role:  # the role with the suffix: a refused suffix records neither
             why = self.withdraw_reason
-            sid = (
-                await svc.append(
-                    sid, suffix, system_role=role, withdraw=withdraw, withdraw_reason=why
-                )
-            ).session_id
+            try:
+                sid = (
+                    await svc.append(
+                        sid, suffix, system_role=role, withdraw=withdraw, withdraw_reason=why
+                    )
+                ).session_id
+            except InvalidMessage as exc:
+                raise exc if first is None else at_client_index(exc, first) from None
         result = await svc.preflight(sid)
         self.session_id = result.session_id
         self.notices.add(result.session_id, *result.notices)

@@ -140,9 +140,10 @@ def test_reused_tool_call_ids_are_renamed_with_their_results() -> None:
         parse_openai(jsonl([*msgs, {"role": "tool", "tool_call_id": "c1", "content": "three"}]))
 
 
-def test_a_result_for_a_call_lost_across_a_user_turn_is_refused_at_its_line() -> None:
+def test_a_late_result_for_a_call_lost_across_a_user_turn_answers_it() -> None:
     """A(call_0) unanswered, a user turn, B(call_0): the first result is B's, a second
-    one would be A's, which is lost (README, orphan section): refused, naming its line."""
+    one answers the lost A (README, orphan section; session 45 refused it); a third has
+    no call left: refused, naming its line."""
 
     def call(text: str) -> dict[str, Any]:
         tool_call = {
@@ -161,11 +162,14 @@ def test_a_result_for_a_call_lost_across_a_user_turn_is_refused_at_its_line() ->
         {"role": "tool", "tool_call_id": "call_0", "content": "one"},
         {"role": "tool", "tool_call_id": "call_0", "content": "two"},
     ]
-    with pytest.raises(ImportFormatError, match="whose call is lost") as err:
-        parse_openai(jsonl(msgs), path="lost.jsonl")
-    assert err.value.line == 7 and str(err.value).startswith("lost.jsonl:7: ")
-    (s,) = parse_openai(jsonl(msgs[:-1]), path="lost.jsonl")  # without it: B's result
-    assert s.messages[-1]["tool_call_id"] == s.messages[-2]["tool_calls"][0]["id"] != "call_0"
+    (s,) = parse_openai(jsonl(msgs), path="lost.jsonl")
+    assert s.messages[-2]["tool_call_id"] == s.messages[-3]["tool_calls"][0]["id"] != "call_0"
+    first = next(m for m in s.messages if m.get("tool_calls"))
+    assert s.messages[-1]["tool_call_id"] == "call_0" == first["tool_calls"][0]["id"]
+    extra = {"role": "tool", "tool_call_id": "call_0", "content": "three"}  # a third: no call
+    with pytest.raises(ImportFormatError, match="second tool result") as err:
+        parse_openai(jsonl([*msgs, extra]), path="lost.jsonl")
+    assert err.value.line == 8 and str(err.value).startswith("lost.jsonl:8: ")
 
 
 def test_openai_tool_calls_without_arguments_get_empty_arguments() -> None:

@@ -18,6 +18,11 @@ import msgspec
 from ctxledger.errors import InvalidInput, InvalidMessage
 from ctxledger.integers import shown
 from ctxledger.limits import json_depth, max_json_depth, not_json, too_deep
+from ctxledger.message_text import audio_reference as audio_reference
+from ctxledger.message_text import content_text as content_text
+from ctxledger.message_text import is_text_content_empty as is_text_content_empty
+from ctxledger.message_text import kind_of as kind_of
+from ctxledger.message_text import refusal_text as refusal_text
 
 #: ``developer`` is OpenAI's system role for o-series / gpt-5 models: kept as sent and
 #: read as a system message (added in session 37; older ledgers never hold it)
@@ -176,20 +181,6 @@ def validate_message(message: Any, index: int | None = None) -> Message:
     if "name" in message and not isinstance(message["name"], str):
         raise InvalidMessage("'name' must be a string", index=index)
     return stored_copy(message)
-
-
-def audio_reference(audio: Any) -> str | None:
-    """The id of an OpenAI audio reply (``{"id": "audio_..."}``, as a client sends it
-    back), else None."""
-    audio_id = audio.get("id") if isinstance(audio, Mapping) else None
-    return audio_id if isinstance(audio_id, str) and audio_id else None
-
-
-def refusal_text(message: Mapping[str, Any]) -> str | None:
-    """What an assistant said instead of answering: OpenAI's ``refusal`` field when it is
-    a non-empty string, else None."""
-    refusal = message.get("refusal")
-    return refusal if isinstance(refusal, str) and refusal else None
 
 
 def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
@@ -569,38 +560,3 @@ def check_new_messages(messages: Sequence[Any]) -> list[CallIdRepair]:
     repaired, repairs = repair_call_ids(messages, None, lambda i, j: f"call_repair_{i}_{j}")
     validate_messages(repaired)
     return repairs
-
-
-def is_text_content_empty(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    if content is None:
-        return True
-    if isinstance(content, str):
-        return not content.strip()
-    return not any(isinstance(p, Mapping) and str(p.get("text", "")).strip() for p in content)
-
-
-def content_text(message: Mapping[str, Any]) -> str:
-    """The text of a message's content (string, or the text parts joined)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
-def kind_of(value: Any) -> str:
-    """What JSON `value` is, for a message naming a field of the wrong type (never the
-    data itself): "null", "an object", "an integer", ..."""
-    if value is None:
-        return "null"
-    if value == "":
-        return "an empty string"
-    return _KINDS.get(type(value), type(value).__name__)
-
-
-_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-_KINDS |= {int: "an integer", float: "a number"}

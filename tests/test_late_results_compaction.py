@@ -112,3 +112,34 @@ def test_through_the_proxy_a_resent_late_result_after_a_compaction_says_to_drop_
             assert res.status_code == 200, res.text
 
     anyio.run(main)
+
+
+def test_through_the_proxy_a_refusal_names_the_clients_index_after_a_developer_lead(
+    tmp_path: Path,
+) -> None:
+    """A session recorded through the state API with a developer message first: the
+    proxy matches the client's developer message as the line's lead, so the refused
+    result's index is the client's own (the suffix starts after the lead, not one later)."""
+    base = [
+        {"role": "developer", "content": "Use pytest."},
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    headers = {"X-Ctxledger-Session": "dev", "authorization": "Bearer sk"}
+
+    async def main() -> None:
+        async with rig(tmp_path) as r:
+            made = await r.http.post("/v1/sessions", json={"model": "m", "session_id": "dev"})
+            assert made.status_code == 201, made.text
+            sent = await r.http.post("/v1/sessions/dev/messages", json={"messages": base})
+            assert sent.is_success, sent.text
+            seq = r.last_seq()
+            # the client's list: 0 developer, 1 user, 2 assistant, 3 user, 4 a stray result
+            stray = [*base, user("next"), result("zz", "late")]
+            body = {"model": "m", "messages": stray}
+            res = await r.http.post("/v1/chat/completions", json=body, headers=headers)
+            assert res.status_code == 422, res.text
+            assert "message 4: tool result for 'zz'" in res.text, res.text
+            assert r.last_seq() == seq
+
+    anyio.run(main)

@@ -136,17 +136,6 @@ def provider_error_response(api: str, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=_HEADERS.get(status))
 
 
-__all__ = [
-    "HTTPError",
-    "classify",
-    "error_response",
-    "message_of",
-    "one_line",
-    "provider_error_body",
-    "provider_error_response",
-]
-
-
 def at_client_index(exc: InvalidMessage, offset: int) -> InvalidMessage:
     """`exc`, about a message of an appended suffix, renamed to the client's own index
     (the suffix began at `offset` in the list the client sent), so a refusal that says
@@ -155,3 +144,15 @@ def at_client_index(exc: InvalidMessage, offset: int) -> InvalidMessage:
         return exc
     text = str(exc).removeprefix(f"message {exc.index}: ")
     return InvalidMessage(text, index=exc.index + offset)
+
+
+__all__ = [
+    "HTTPError",
+    "at_client_index",
+    "classify",
+    "error_response",
+    "message_of",
+    "one_line",
+    "provider_error_body",
+    "provider_error_response",
+]

@@ -11,14 +11,14 @@ for the first to finish, stream included):
 3. send the compacted view upstream instead of the client's list, with the client's
    own auth headers; on an overflow error, ``handle_provider_error`` decides: compact
    and retry, or lower the output cap (at most ``max_compression_attempts`` retries);
-4. answer with the upstream's response unchanged (streams are forwarded event by
-   event), then record the reply and the real usage (``report_usage``, which may
-   compact in the loop). A reply whose stream was cut is not recorded: the client
-   will resend the turn, and it continues from what was recorded. Nor is an answer
-   that is not the format asked for (:mod:`ctxledger.server.upstream_reply`): a 502,
-   or a stream ended by an error event; a usage block with bad figures is dropped.
-   A client that hangs up before the answer (its timeout) ends the turn there, the
-   upstream request dropped and nothing of it recorded (:mod:`ctxledger.server.clientgone`).
+4. answer with the upstream's response unchanged (streams are forwarded event by event),
+   then record the reply and the real usage (``report_usage``, which may compact in the
+   loop). A reply whose stream was cut is not recorded: the client will resend the turn,
+   and it continues from what was recorded. Nor is an answer that is not the format
+   asked for (:mod:`ctxledger.server.upstream_reply`): a 502, or a stream ended by an
+   error event; a usage block with bad figures is dropped. A client that hangs up before
+   the answer (its timeout) ends the turn there, the upstream request dropped and
+   nothing of it recorded (:mod:`ctxledger.server.clientgone`).
 
 Turns of a session family are serialized across worker processes too: a turn holds
 this process's semaphore and the event store's lease ``proxy:<family>``
@@ -63,11 +63,7 @@ from ctxledger.server.notices import TurnNotices
 from ctxledger.server.ownmarks import unmarked_payload
 from ctxledger.server.proxyfaces import ANTHROPIC, OPENAI, Accumulator, Api, Reply, Resolver
 from ctxledger.server.proxyheaders import SESSION_HEADER, context_length_of, family_of
-from ctxledger.server.routing import (
-    Endpoint,
-    decode_body,
-    read_body,
-)
+from ctxledger.server.routing import Endpoint, decode_body, read_body
 from ctxledger.server.upstream_reply import (
     BAD_REPLY,
     CUT_IN_A_CALL,
@@ -169,7 +165,7 @@ class Turn:
             else:
                 suffix = suffix[match.suffix_start :]
                 if self.api is OPENAI:  # (a system message first: not in turn.messages)
-                    first = match.suffix_start + (turn.system_prompt is not None)
+                    first = match.suffix_start + (system_prompt is not None)
                 # the client's role for the matched prompt: recorded, in the suffix's append,
                 # when the line holds it in the other (``role_change``); none sent: as held
                 role = self.turn.system_role if system_prompt is not None else None

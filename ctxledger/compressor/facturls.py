@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["mask", "urls"]
+__all__ = ["mask", "url_goes_on", "urls"]
 
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*$")
 _URL_TAIL = re.compile(r"://[^\s<>\"'`\])}|,]+")
 _URL_STRIP = ".,;:!?)]}'\""
+#: what a URL's tail runs over (:data:`_URL_TAIL`), from a position on; a NUL joins texts
+_URL_MORE = re.compile(r"[^\s<>\"'`\])}|,\x00]*")
 
 
 def mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
@@ -49,3 +51,14 @@ def urls(text: str) -> list[tuple[int, int, str]]:
             continue
         found.append((start, start + len(value), value))
     return found
+
+
+def url_goes_on(text: str, end: int) -> bool:
+    """Whether a URL read up to `end` in `text` goes on past it, as :func:`urls` reads one
+    (session 46): its tail runs on, and what it runs over is more than the closing
+    marks it strips (``.``, ``)``) and one ``/`` (``https://x.org/a/`` names the same
+    page). So ``https://x.org/a`` is not stated by ``https://x.org/a-old``,
+    ``…/a.bak``, ``…/a/b`` or ``…/a?q=1``: each is another resource."""
+    more = _URL_MORE.match(text, end)
+    tail = more.group().rstrip(_URL_STRIP) if more else ""
+    return tail not in ("", "/")

@@ -223,9 +223,11 @@ class Haystack:
         return self._holds(cased, path, normalized.replace("/", "//"), windows)
 
     def _states_url(self, needle: str) -> bool:
-        """Whether a match of URL `needle` ends the URL written there (session 46: a
-        longer one, ``…/a-old``, ``…/a/b``, names another resource,
+        """Whether a match of URL `needle` ends the URL written there or a folder of it
+        (session 46: ``…/a-old``, ``…/a.bak`` name another resource,
         :func:`.facturls.url_goes_on`); asked only once a match is found."""
+        if needle.endswith("/"):
+            return True  # (a folder: anything under it states it, as a path's)
         text = self.folded
         at = first_match(text, needle)
         while at != -1:

@@ -54,11 +54,12 @@ def urls(text: str) -> list[tuple[int, int, str]]:
 
 
 def url_goes_on(text: str, end: int) -> bool:
-    """Whether a URL read up to `end` in `text` goes on past it, as :func:`urls` reads one
-    (session 46): its tail runs on, and what it runs over is more than the closing
-    marks it strips (``.``, ``)``) and one ``/`` (``https://x.org/a/`` names the same
-    page). So ``https://x.org/a`` is not stated by ``https://x.org/a-old``,
-    ``…/a.bak``, ``…/a/b`` or ``…/a?q=1``: each is another resource."""
+    """Whether a URL read up to `end` in `text` goes on past it as more of its last
+    name (session 46): its tail, as :func:`urls` reads one without the closing marks it
+    strips, starts with no ``/``, ``?``, ``#`` or ``:``. A URL follows the path rule
+    (session 40, the lead's decision): ``https://x.org/a`` is kept by ``…/a/b`` (under
+    it), ``…/a?q=1``, ``…/a#part`` and ``…/a.`` but not by ``…/a-old`` or ``…/a.bak``,
+    more of a name, another resource."""
     more = _URL_MORE.match(text, end)
     tail = more.group().rstrip(_URL_STRIP) if more else ""
-    return tail not in ("", "/")
+    return tail != "" and tail[0] not in "/?#:"

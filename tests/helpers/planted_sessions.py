@@ -360,9 +360,10 @@ def present(kind: str, value: str, view: str) -> bool | None:
     ``.``/``-`` then a letter or digit (``a.py~``, ``a.py.bak``, ``a.py-old``); a ``/``
     after it states it (the folder of what follows, as the product's contract has it).
     A path with ``\\`` is also stated with each doubled (a JSON string's escapes). A
-    URL ends at a blank, a quote, or closing marks then a blank or a quote; anything
-    else after it makes another resource (``…/a-old``, ``…/a:12``, ``…/a/b``), but one
-    ``/``.
+    URL is kept by one under it, its query or part (``…/a/b``, ``…/a?q``, ``…/a#p``,
+    ``…/a:12``, as the product's contract has it) and where a blank, a quote, or
+    closing marks then a blank or a quote follow; anything else after it makes another
+    resource (``…/a-old``, ``…/a.bak``).
 
     None (not judged) when the only occurrences are a path followed by dashes then a
     line number and a dash (``a.py-12-x``: grep's context line, or a longer name) or by
@@ -409,12 +410,9 @@ def _bounded(kind: str, needle: str, text: str, at: int) -> bool | None:
             return None
         if after == "~" or (after and after in ".-" and _is(_ALNUM, after2)):
             return False  # (``a.py~`` is an editor's backup, another file)
-    if kind == "url" and after:
-        if after == "/":
-            after, after2 = after2, ""  # (one ``/`` after it: the same page)
-        if after in _QUOTES:
-            return True
-        return not after or (after in _URL_ENDS and (not after2 or after2 in _URL_ENDS + _QUOTES))
+    if kind == "url" and after and needle[-1] != "/" and after not in "/?#:" + _QUOTES:
+        # (under it, its query or part: kept, the path rule; session 40's decision)
+        return after in _URL_ENDS and (not after2 or after2 in _URL_ENDS + _QUOTES)
     return True
 
 

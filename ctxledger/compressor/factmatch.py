@@ -223,9 +223,10 @@ class Haystack:
         return self._holds(cased, path, normalized.replace("/", "//"), windows)
 
     def _states_url(self, needle: str) -> bool:
-        """Whether a match of URL `needle` ends the URL written there or a folder of it
-        (session 46: ``…/a-old``, ``…/a.bak`` name another resource,
-        :func:`.facturls.url_goes_on`); asked only once a match is found."""
+        """Whether a match of URL `needle` is followed by no more of its last name
+        (session 46: ``…/a-old``, ``…/a.bak`` name another resource; ``**…/a**``,
+        ``…/a。`` and ``…/a/b`` do not, :func:`.facturls.url_goes_on`); asked only once a
+        match is found, reading only the characters at each match's end."""
         if needle.endswith("/"):
             return True  # (a folder: anything under it states it, as a path's)
         text = self.folded

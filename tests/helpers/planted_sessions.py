@@ -305,6 +305,28 @@ class LossySummarizer:
         return line.replace(value, self.rng.choice(mangles))
 
 
+class DecoratingSummarizer(LossySummarizer):
+    """The offline summary with planted values decorated in ways that keep them (no
+    line dropped): bold, emphasis, a CJK full stop or brackets, a dash, a zero-width
+    space after it. Every planted fact stays kept (session 46's review: a URL rule once
+    read ``**…/a**`` as more of its name)."""
+
+    kind = "decorating"
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        offline = await OfflineSummarizer().summarize(request)
+        lines = [self._decorate(line) for line in offline.text.splitlines()]
+        return SummaryResult(text="\n".join(lines), summarizer=self.kind)
+
+    def _decorate(self, line: str) -> str:
+        here = [v for v in self.values if v in line]
+        if not here or self.rng.random() < 0.3:
+            return line
+        value = self.rng.choice(here)
+        forms = ["**{}**", "{}。", "「{}」", "{}—", "{}*", "{}\u200b", "{}&nbsp;"]
+        return line.replace(value, self.rng.choice(forms).format(value))
+
+
 def compacted(session: Session, summarizer: Any) -> tuple[Any, list[dict[str, Any]]]:
     """The audit of compacting `session` (its turns in the middle) with `summarizer`,
     and the view after the compaction (the new session's messages)."""
@@ -412,13 +434,23 @@ def _bounded(kind: str, needle: str, text: str, at: int) -> bool | None:
             return False  # (``a.py~`` is an editor's backup, another file)
     if kind == "url" and after and needle[-1] != "/" and after not in "/?#:" + _QUOTES:
         # (under it, its query or part: kept, the path rule; session 40's decision)
-        return after in _URL_ENDS and (not after2 or after2 in _URL_ENDS + _QUOTES)
+        return not _url_name_goes_on(text, end)
     return True
 
 
-#: what may follow a whole URL: a blank, or closing marks, then a blank or end; a quote
-_URL_ENDS = " .,;:!?)]}>"
 _QUOTES = "\"'`<"
+
+
+def _url_name_goes_on(text: str, end: int) -> bool:
+    """Whether more of a URL's last name follows `end`: past sentence marks and
+    underscores, an ASCII letter or digit or one of ``-~%+`` (``…/a.bak``, ``…/a_old``,
+    ``…/a-old``). Anything else ends the URL: emphasis ``*``, a non-ASCII mark or space
+    (``。``, ``」``, ``—``, a zero-width space), ``&``, a bracket."""
+    at = end
+    while at < len(text) and text[at] in ".;:!?_":
+        at += 1
+    char = text[at : at + 1]
+    return char.isascii() and (char.isalnum() or (char != "" and char in "-~%+"))
 
 
 @dataclass

@@ -164,6 +164,16 @@ def test_a_url_is_kept_where_it_also_stands_alone() -> None:
         ("on localhost:8000/api", ["localhost:8000"]),
         ("at lines 10-20, then", ["lines 10-20"]),
         ("at line 7; then", ["line 7"]),
+        # none where the matcher reads more of a number or word (CJK letters are word
+        # characters to it; ``8080,9090`` one number): a fact read there would be judged
+        # lost even in its own text (session 46's review, M1: a missed fact instead)
+        ("服务在 localhost:8000上运行", []),
+        ("价格是 $12.50美元", []),
+        ("监听 port 8080端口", []),
+        ("on port 8080,9090", []),
+        ("on localhost:8000,8001", []),
+        ("监听 port 8080。", ["port 8080"]),
+        ("on port 8080, 9090", ["port 8080"]),
     ],
 )
 def test_a_number_followed_by_more_of_a_word_is_none(text: str, numbers: list[str]) -> None:

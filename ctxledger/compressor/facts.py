@@ -167,7 +167,10 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         ".",
     ),
     # thousands groups (not ``$375,`` of ``$375, $500``), then a decimal point or comma (``$3,50``,
-    # ``$1,2345``: the whole amount, never a part; ``$1.0.0``, ``$5k``, ``$1.5_x`` are none)
+    # ``$1,2345``: the whole amount, never a part; ``$1.0.0``, ``$1.5_x`` are none, ``$5k`` too:
+    # five thousand, and ``$5`` would be a false fact). After a number no word character at
+    # all, CJK's too: the matcher reads ``8080端口`` as one word, so ``port 8080`` read there
+    # would be a fact no view keeps, not even its own text (session 46's review, M1)
     (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)(?!\w|[.,]\d)"), "{1}", None),
     # a timestamp with its fraction of a second (``.019077``, logging's ``,744``; not a
     # CSV field, ``,744,5``) and zone; a zone's offset only after seconds and not

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers.fact_checks import facts_of, view_keeps
+from helpers.fact_checks import facts_of, message_facts, view_keeps
 from helpers.planted_sessions import (
     DecoratingSummarizer,
     LossySummarizer,
@@ -164,17 +164,44 @@ def test_a_url_is_kept_where_it_also_stands_alone() -> None:
         ("on localhost:8000/api", ["localhost:8000"]),
         ("at lines 10-20, then", ["lines 10-20"]),
         ("at line 7; then", ["line 7"]),
-        # none where the matcher reads more of a number or word (CJK letters are word
-        # characters to it; ``8080,9090`` one number): a fact read there would be judged
-        # lost even in its own text (session 46's review, M1: a missed fact instead)
-        ("服务在 localhost:8000上运行", []),
-        ("价格是 $12.50美元", []),
-        ("监听 port 8080端口", []),
-        ("on port 8080,9090", []),
-        ("on localhost:8000,8001", []),
         ("监听 port 8080。", ["port 8080"]),
         ("on port 8080, 9090", ["port 8080"]),
     ],
 )
 def test_a_number_followed_by_more_of_a_word_is_none(text: str, numbers: list[str]) -> None:
     assert facts_of(text, "number") == numbers
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("服务在 localhost:8000上运行", "localhost:8000"),
+        ("价格是 $12.50美元", "$12.50"),
+        ("监听 port 8080端口", "port 8080"),
+        ("on port 8080,9090", "port 8080"),
+        ("on localhost:8000,8001", "localhost:8000"),
+    ],
+)
+def test_a_number_a_cjk_letter_or_another_number_follows_is_still_a_fact(
+    text: str, number: str
+) -> None:
+    """As before this session: a summary writing ``port 8080端口`` keeps ``port 8080``
+    through its own facts (the matcher reads ``8080端口`` as one word, so it is not found
+    in its own text by the matcher alone: why ``facts_of``'s check is not used here).
+    Taking these out made such a summary lose the fact (session 46's second review)."""
+    assert number in message_facts_values(text)
+    original = f"the service listens on {number} today"
+    assert view_keeps_as_a_view(original, text, number)
+
+
+def message_facts_values(text: str) -> list[str]:
+    return [f.value for f in message_facts(text, kind="number")]
+
+
+def view_keeps_as_a_view(original: str, summary: str, number: str) -> bool:
+    """Whether a compaction whose summary says `summary` keeps `number` of `original`,
+    judged as the audit judges a view (its own facts, then the matcher)."""
+    fact = next(f for f in message_facts(original, kind="number") if f.value == number)
+    return fact.normalized in {f.normalized for f in message_facts(summary)} or view_keeps(
+        "number", fact.normalized, summary
+    )

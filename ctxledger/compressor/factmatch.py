@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ctxledger.compressor.factbounds import contains, states_range_end
+from ctxledger.compressor.factbounds import contains, first_match, states_range_end
 from ctxledger.compressor.factcodes import code_value, stated_exit_codes
 from ctxledger.compressor.factelided import states_elided
 from ctxledger.compressor.factescapes import escape_follows
@@ -44,6 +44,7 @@ from ctxledger.compressor.factparams import parameter_ids
 from ctxledger.compressor.factranges import states_lines
 from ctxledger.compressor.factscan import JOIN as JOIN  # (one constant, read here too)
 from ctxledger.compressor.factscan import LONG_TEXT
+from ctxledger.compressor.facturls import url_goes_on
 from ctxledger.compressor.toolcalls import ELIDED, call_name_and_args
 
 
@@ -208,7 +209,7 @@ class Haystack:
         cased = kind in CASE_SENSITIVE_KINDS
         path = kind == "path"
         if self._holds(cased, path, normalized, windows):
-            return True
+            return kind != "url" or self._states_url(normalized)
         if kind in ("number", "error") and " " in normalized:
             return self._read_as(normalized)
         if kind == "command" and ELIDED in normalized:  # (an inline script's, session 42)
@@ -220,6 +221,21 @@ class Haystack:
         if ":" not in normalized and not self._doubled():
             return False  # (its doubled form would hold a "//" outside a "://")
         return self._holds(cased, path, normalized.replace("/", "//"), windows)
+
+    def _states_url(self, needle: str) -> bool:
+        """Whether a match of URL `needle` is followed by no more of its last name
+        (session 46: ``…/a-old``, ``…/a.bak`` name another resource; ``**…/a**``,
+        ``…/a。`` and ``…/a/b`` do not, :func:`.facturls.url_goes_on`); asked only once a
+        match is found, reading only the characters at each match's end."""
+        if needle.endswith("/"):
+            return True  # (a folder: anything under it states it, as a path's)
+        text = self.folded
+        at = first_match(text, needle)
+        while at != -1:
+            if not url_goes_on(text, at + len(needle)):
+                return True
+            at = first_match(text, needle, at + 1)
+        return False
 
     def _doubled(self) -> bool:
         """Whether the text holds a ``//`` that is no URL's ``://`` (asked once per text)."""

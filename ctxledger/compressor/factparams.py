@@ -110,11 +110,13 @@ def _separated(text: str) -> list[_Bracket]:
     separators are (maybe none): a ``-`` after a known extension whose name has a folder
     since the bracket or the last such ``-`` (``[L031-aliases.sql-v2]`` may be the rule
     ``L031`` and the file ``aliases.sql``: where a bare name starts is not written, so it
-    is left whole). A ``-`` followed by a ``/`` before the next such ``-`` (or the bracket's
-    end) is no separator, and what both readings share is the path after that ``/``
-    (``[a/b.sql-utf-8-data/c.sql]`` is the file ``a/b.sql`` and the parameter
+    is left whole). A ``-`` with a ``/`` anywhere after it in the bracket is no separator,
+    and what both readings share is the path after the first ``/`` past the last such
+    ``-`` (``[a/b.sql-utf-8-data/c.sql]`` is the file ``a/b.sql`` and the parameter
     ``utf-8-data/c.sql``, or one path with a folder ``b.sql-utf-8-data``: both name
-    ``c.sql``, session 45), so the parameter up to it is blanked; as is a bracket's
+    ``c.sql``, session 45; ``[x/a.sql-b.sql-c/d.sql]`` may be a folder ``a.sql-b.sql-c``,
+    so ``x/a.sql`` is not stated either, session 46), so the parameter up to it is
+    blanked; as is a bracket's
     first name holding a ``-`` (session 44), each with the empty, ``.`` and ``..`` names
     after it (:func:`_past_empty_names`)."""
     found = []
@@ -126,13 +128,14 @@ def _separated(text: str) -> list[_Bracket]:
         reach = start  # (the parameter since `since` is blanked up to here)
         if text.find("-", start, slash) != -1:
             reach = _past_empty_names(text, slash + 1, end)
+        # a ``-`` with a ``/`` after it: a parameter glued on or a folder's own ``-``;
+        # both readings share what follows the first ``/`` after the last of them
+        last = text.rfind("/", start, end)
+        glued = [dash for dash in dashes if dash < last]
+        if glued:
+            reach = _past_empty_names(text, text.find("/", glued[-1] + 1, end) + 1, end)
         cuts, blanks, after, since = [], [], start, start
-        for at, dash in enumerate(dashes):
-            upto = dashes[at + 1] if at + 1 < len(dashes) else end
-            folder = text.find("/", dash + 1, upto)
-            if folder != -1:  # a parameter glued on or a folder's own ``-``: both readings
-                reach = _past_empty_names(text, folder + 1, end)  # share what follows
-                continue
+        for dash in dashes[len(glued) :]:
             if text.find("/", after, dash) != -1:
                 blanks += [(since, reach)] if reach > since else []
                 cuts.append(dash)

@@ -135,13 +135,16 @@ _MORE = (
     r"(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?"
 )
 
+# a number's end: no ASCII word character after it (``port 8080x``), nor a decimal part
+# (``_ALL``: nor a comma's group); a CJK letter may follow (``8080端口``, as a summary writes)
+_ENDS, _ENDS_ALL = r"(?![A-Za-z0-9_]|\.\d)", r"(?![A-Za-z0-9_]|[.,]\d)"
 # (pattern, template, characters that may not precede a match besides word characters;
 # None: no check). The boundary is checked in Python (see bounded): a leading
 # lookbehind would make the regex engine try every position of a long tool output.
 _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
-    (re.compile(r"(?i:port)[ \t:=]+(\d{2,5})(?!\d)"), "port {1}", ""),
-    (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})(?!\d)"), "{1}", "."),
-    (re.compile(r"([Ll]ines?) (\d+)(?:(?:\s*(?:-|–|to)\s*)(\d+))?(?!\d|[.,]\d)"), "line", ""),
+    (re.compile(r"(?i:port)[ \t:=]+(\d{2,5})" + _ENDS), "port {1}", ""),
+    (re.compile(r"((?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5})" + _ENDS), "{1}", "."),
+    (re.compile(r"([Ll]ines?) (\d++)(?:(?:\s*(?:-|–|to)\s*)(\d++))?+" + _ENDS_ALL), "line", ""),
     (
         re.compile(r"(v\d+(?:\.\d+)+" + _MORE + r")(?!\w|\.\w|" + _SUFFIX + ")"),
         "version",
@@ -166,9 +169,10 @@ _NUMBER_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
         "{1}",
         ".",
     ),
-    # thousands groups (not ``$375,`` of ``$375, $500``), then a decimal point or comma
-    # (``$3,50``, ``$1,2345``: the whole amount, never a part of it; ``$1.0.0`` is none)
-    (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)(?!\d|[.,]\d)"), "{1}", None),
+    # thousands groups (not ``$375,`` of ``$375, $500``), then a decimal point or comma (``$3,50``,
+    # ``$1,2345``: the whole amount, never a part; ``$1.0.0``, ``$1.5_x`` are none, ``$5k`` too:
+    # five thousand, and ``$5`` would be a false fact)
+    (re.compile(r"(\$\d+(?:,\d{3})*(?:[.,]\d+)?)" + _ENDS_ALL), "{1}", None),
     # a timestamp with its fraction of a second (``.019077``, logging's ``,744``; not a
     # CSV field, ``,744,5``) and zone; a zone's offset only after seconds and not
     # followed by more of a time: ``10:00-11:30`` and ``10:00:00-11:30:00`` are time ranges

@@ -148,15 +148,12 @@ def pytest_parameter_dashes(text: str) -> list[tuple[int, int]]:
 def _glued_parameters(inside: str, cuts: list[int]) -> list[tuple[int, int]]:
     """Session 45: per parameter (`inside` cut at `cuts`), what is blanked from its
     start: up to the ``/`` after the bracket's first name when it holds a ``-``
-    (session 44), and after each ``-`` following a known extension with a ``/`` before
-    the next such ``-`` (a file then a parameter, or a folder's name: both readings
-    share only what follows), each with the empty, ``.`` and ``..`` names after it."""
+    (session 44), and after each ``-`` following a known extension with a ``/`` after
+    it (a file then a parameter, or a folder's name: both readings share only what
+    follows; session 46: anywhere after it, ``[x/a.sql-b.sql-c/d.sql]`` may be the folder
+    ``a.sql-b.sql-c``), each with the empty, ``.`` and ``..`` names after it."""
     candidates = [d for d in range(len(inside)) if _after_extension(inside, d)]
-    glued = [
-        d
-        for n, d in enumerate(candidates)
-        if "/" in inside[d + 1 : [*candidates, len(inside)][n + 1]]
-    ]
+    glued = [d for d in candidates if "/" in inside[d + 1 :]]
     if "-" in inside.split("/")[0]:
         glued.insert(0, 0)
     found = []
@@ -239,13 +236,13 @@ def _is_name(name: str) -> bool:
 
 def _dashes(inside: str) -> list[int]:
     """Where a ``-`` after a known extension starts the next parameter in `inside`: not
-    where a ``/`` follows before the next such ``-`` (a folder's name goes on,
-    ``three.js-master/``), and only after a ``/`` since the last separator."""
+    where a ``/`` follows anywhere after it (a folder's name may go on,
+    ``three.js-master/``, ``a.sql-b.sql-c/``), and only after a ``/`` since the last
+    separator."""
     candidates = [d for d in range(len(inside)) if _after_extension(inside, d)]
     found, since = [], 0
-    for at, d in enumerate(candidates):
-        nxt = candidates[at + 1] if at + 1 < len(candidates) else len(inside)
-        if "/" in inside[d + 1 : nxt]:
+    for d in candidates:
+        if "/" in inside[d + 1 :]:  # (session 46: anywhere after it, see _glued_parameters)
             continue
         if "/" in inside[since:d]:  # (a bare name's start is not written: left whole)
             found.append(d)

@@ -151,15 +151,22 @@ def _more_number(text: str, at: int) -> bool:
 
 def _amount_end(text: str, end: int) -> int:
     """The end of an amount whose groups end at `end` (a decimal part after them if one
-    fits), or -1 when each reading is followed by a digit."""
+    fits), or -1 when each reading is followed by an ASCII word character (session 46:
+    not only a digit, ``$12.50_old``, ``$5k``; a CJK letter may follow)."""
     if text[end : end + 1] in (".", ",") and _decimals_at(text, end + 1, 1):
         decimal = end + 1
         while decimal < len(text) and text[decimal].isdecimal():
             decimal += 1
         # (all its digits: never followed by one); session 31: nor by more of a
         # number (``$1.0.0`` is no amount)
-        return -1 if _more_number(text, decimal) else decimal
-    return -1 if _decimals_at(text, end, 1) else end
+        more = _more_number(text, decimal) or _ascii_word(text[decimal : decimal + 1])
+        return -1 if more else decimal
+    return -1 if _ascii_word(text[end : end + 1]) else end
+
+
+def _ascii_word(char: str) -> bool:
+    """An ASCII letter, digit or ``_``: what may not follow an amount (a CJK letter may)."""
+    return char.isascii() and _is_word(char)
 
 
 def timestamps(text: str) -> Iterator[tuple[int, str]]:

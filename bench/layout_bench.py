@@ -205,11 +205,14 @@ def _layout(name: str, conn: sqlite3.Connection, rows: Rows) -> Txn:
     return _blocks(conn, rows, columns)
 
 
-def with_work(txn: Txn, rows: Rows) -> Txn:
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def with_work(txn: Txn, rows: Rows, encode: Callable[[object], bytes] = _ENCODE) -> Txn:
     """`txn` after the work every append does before its insert: encode each event, a
     crc32 of each payload, one sha256 over the append (results dropped: the rows
     inserted already hold the same bytes)."""
-    encode, crc, sha256 = msgspec.json.Encoder().encode, zlib.crc32, hashlib.sha256
+    crc, sha256 = zlib.crc32, hashlib.sha256
 
     def worked(lo: int) -> None:
         payloads = [encode(e) for e in rows.events[lo : lo + _BATCH]]

@@ -42,7 +42,7 @@ if os.path.isdir(CORPUS):
     FULL.append(["audit_corpus_bench.py"])
 #: arguments of a full run (a script not named here takes its own defaults)
 ARGS: dict[str, list[str]] = {
-    # the batched append's floor in today's table and in a one-row-per-append layout
+    # the batched append's floor in today's table and in a layout of one row per <= 64 events
     "layout_bench.py": ["--events", "50000", "--rounds", "5", "--work", "heads", "segment64"],
 }
 QUICK: dict[str, list[str]] = {

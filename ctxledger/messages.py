@@ -454,7 +454,8 @@ def repair_call_ids(
     of results that ended without its own) or no longer in the
     session's view (a compaction summarized it away), is given the replacement; a
     result with the id once no replacement waits answers the earliest lost call still
-    unanswered (a late result: never refused, so a resent history never sticks). Messages
+    unanswered (a late result: not refused, so a resent history does not stick; one whose
+    lost call a compaction stripped has nothing left to answer). Messages
     are never mutated: a repaired one is a copy. Shapes are not checked here
     (``validate_messages`` does that next); anything malformed is passed through for it
     to name.

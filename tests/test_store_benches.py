@@ -138,17 +138,21 @@ def test_layout_bench_work_rows_add_an_appends_minimal_work(
     assert lines[0]["baseline"] == lines[1]["baseline"]
 
 
-def test_the_work_done_matches_what_the_rows_hold() -> None:
-    rows = layout_bench.Rows(1000)
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+def test_the_work_done_encodes_the_bytes_the_rows_hold() -> None:
+    rows = layout_bench.Rows(2000)
+    encoded: list[bytes] = []
+    encoder = layout_bench.msgspec.json.Encoder()
+
+    def encode(event: object) -> bytes:
+        encoded.append(encoder.encode(event))
+        return encoded[-1]
+
     done: list[int] = []
-    worked = layout_bench.with_work(done.append, rows)
-    worked(0)
-    assert done == [0]  # the inserts still run after the work
-    # the bytes it encodes are the rows' payloads: the floor does the store's work
-    encode = layout_bench.msgspec.json.Encoder().encode
-    assert [encode(e) for e in rows.events[:1000]] == rows.payloads[:1000]
-    conn.close()
+    worked = layout_bench.with_work(done.append, rows, encode)
+    worked(1000)
+    assert done == [1000]  # the inserts still run after the work
+    # the work encodes the append's own events into the bytes its rows hold
+    assert encoded == rows.payloads[1000:2000]
 
 
 def test_a_cut_segment_layout_keeps_every_payload_in_rows_of_at_most_n() -> None:
